@@ -1,0 +1,1 @@
+"""The round state machine: pure rules of RULES.md, driven by explicit decisions."""

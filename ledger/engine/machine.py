@@ -1,0 +1,1101 @@
+"""The round state machine: every rule of RULES.md for one round, as commands and facts.
+
+Commands (``place_stake``, ``hit``, ``play_dealer``...) check the rules and decide
+which facts happen; :meth:`RoundMachine.apply` turns a fact into state and is the
+only code that assigns. Replaying the recorded facts of a round through
+``apply`` rebuilds it exactly; running the commands again over the recorded
+cards and decisions reproduces the recorded facts (the re-adjudication check).
+
+Cards come from outside through a ``draw`` callable returning ``(card, position)``
+so the machine never touches randomness or I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from math import gcd
+from typing import Any, NamedTuple
+
+from ledger.cards import WILD, Card, hand_total, is_ace, is_ten_value, is_two_card_21
+from ledger.engine import facts as f
+from ledger.errors import (
+    BetRefused,
+    DealRefused,
+    DecisionRefused,
+    InvariantBroken,
+    LedgerError,
+    NotTheOwner,
+    NotYourTurn,
+    RoundClosed,
+    ShoeExhausted,
+)
+from ledger.plays import Play
+from ledger.rules import RuleSet, TableLimits
+
+Draw = Callable[[], tuple[Card, int]]
+StakeKey = tuple[str, str, int, int]  # (line, bettor, box, hand)
+
+BETTING = "betting"
+DEALING = "dealing"
+PLAYING = "playing"
+SETTLING = "settling"
+SETTLED = "settled"
+VOIDED = "voided"
+
+LIVE = "live"
+BUST = "bust"
+SURRENDERED = "surrendered"
+FORFEITED = "forfeited"
+
+
+class Legal(NamedTuple):
+    """One decision somebody may make now: ``player`` is empty for the dealer's actions."""
+
+    decision: str
+    player: str = ""
+    box: int = 0
+    hand: int = 0
+
+
+class Hand:
+    __slots__ = ("cards", "doubled", "done", "split_aces", "stakes", "status", "stood")
+
+    def __init__(self, stakes: dict[str, int], cards: list[Card] | None = None) -> None:
+        self.cards: list[Card] = cards or []
+        self.stakes = stakes  # bettor -> amount on this hand, doubles included
+        self.doubled = False
+        self.done = False
+        self.stood = False
+        self.split_aces = False
+        self.status = LIVE
+
+
+class Box:
+    __slots__ = ("bettors", "hands", "initial", "number", "order", "was_split")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.bettors: list[str] = []  # the first is the owner (R-C8 terms)
+        self.initial: dict[str, int] = {}
+        self.hands: list[Hand] = []  # by id; ids never change
+        self.order: list[int] = []  # hand ids left to right (R-X4)
+        self.was_split = False
+
+    @property
+    def owner(self) -> str:
+        return self.bettors[0]
+
+
+class Pending(NamedTuple):
+    """Co-bettors who must answer the owner's double or split (R-C4, R-X9)."""
+
+    kind: str  # "double" or "split"
+    box: int
+    hand: int
+    new_hand: int
+    bettors: tuple[str, ...]
+
+
+def payout(stake: int, ratio: tuple[int, int] | list[int], min_unit: int) -> tuple[int, list[int]]:
+    """``stake * num / den`` rounded down to ``min_unit``, and the remainder (R-M2, R-X5).
+
+    The remainder is the exact fraction of a minor unit rounded away, ``[num, den]``
+    in lowest terms (``[0, 1]`` when nothing was rounded).
+    """
+    num, den = ratio
+    paid = stake * num // (den * min_unit) * min_unit
+    rest = stake * num - paid * den
+    common = gcd(rest, den)
+    return paid, [rest // common, den // common]
+
+
+class RoundMachine:
+    """One round at one table under one rule set and its table limits."""
+
+    def __init__(self, rules: RuleSet, limits: TableLimits,
+                 sink: Callable[[f.Fact], None] | None = None) -> None:
+        self.rules = rules
+        self.limits = limits
+        self.phase = BETTING
+        self.boxes: dict[int, Box] = {}
+        self.box_order: list[int] = []
+        self.dealer: list[Card] = []
+        self.hole_revealed = not rules.dealer_hole_card
+        self.window_open = False
+        self.pending: Pending | None = None
+        self.insurance: dict[str, int] = {}
+        self.open_stakes: dict[StakeKey, int] = {}
+        self.staked = 0  # every amount ever held in this round
+        self.results: dict[str, int] = {}  # bettor -> net result of settled stakes
+        self.paid_back = 0  # released + won over settled stakes
+        self.house = 0  # lost - won over settled stakes
+        self.dealer_result: f.DealerFinished | None = None
+        self.void_reason = ""
+        self.rulings: list[f.RulingRecorded] = []
+        self._sink = sink or self.apply
+        self._out: list[f.Fact] = []
+
+    # ------------------------------------------------------------------ reading
+
+    def box(self, number: int) -> Box:
+        try:
+            return self.boxes[number]
+        except KeyError:
+            raise DecisionRefused(f"Box {number} has no stake in this round.", "R-C8") from None
+
+    def hand(self, box: int, hand: int) -> Hand:
+        b = self.box(box)
+        if not 0 <= hand < len(b.hands):
+            raise DecisionRefused(f"Box {box} has no hand {hand}.", "R-C3")
+        return b.hands[hand]
+
+    def hands_in_order(self) -> Iterator[tuple[Box, int, Hand]]:
+        for number in self.box_order:
+            b = self.boxes[number]
+            for h in b.order:
+                yield b, h, b.hands[h]
+
+    def turn(self) -> tuple[int, int] | None:
+        """The hand whose owner must act now, left to right (R-C3, R-X4)."""
+        if self.phase != PLAYING:
+            return None
+        for b, h, hand in self.hands_in_order():
+            if not hand.done:
+                return b.number, h
+        return None
+
+    @property
+    def upcard(self) -> Card | None:
+        """The dealer's visible card: the first, or the second under a hole-card deal."""
+        index = 1 if self.rules.dealer_hole_card else 0
+        return self.dealer[index] if len(self.dealer) > index else None
+
+    def is_natural(self, b: Box, hand: Hand) -> bool:
+        """R-G6: ace and ten-value as the first two cards of an unsplit box."""
+        return (self.rules.naturals and not b.was_split and len(hand.cards) == 2
+                and is_two_card_21(hand.cards))
+
+    def prize_rate(self, b: Box, hand: Hand) -> tuple[int, int] | None:
+        """R-C7, R-X7: 777 or suited 678 as the first three cards of an unsplit,
+        undoubled hand; None otherwise. A wild card never makes a prize."""
+        if not self.rules.prizes or b.was_split or hand.doubled or len(hand.cards) != 3:
+            return None
+        cards = hand.cards
+        if WILD in cards:
+            return None
+        ranks = sorted(c[0] for c in cards)
+        suited = cards[0][1] == cards[1][1] == cards[2][1]
+        if ranks == ["7", "7", "7"]:
+            return self.rules.prize_777_suited if suited else self.rules.prize_777_mixed
+        if ranks == ["6", "7", "8"] and suited:
+            return self.rules.prize_678_suited
+        return None
+
+    def dealer_total(self) -> int:
+        return hand_total(self.dealer)[0]
+
+    def dealer_natural(self) -> bool:
+        return self.rules.naturals and is_two_card_21(self.dealer)
+
+    def stakes_of(self, bettor: str) -> int:
+        """A bettor's initial stakes at the table, co-bets included (R-X6)."""
+        return sum(b.initial.get(bettor, 0) for b in self.boxes.values())
+
+    def players(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for number in sorted(self.boxes):
+            for bettor in self.boxes[number].bettors:
+                seen[bettor] = None
+        return list(seen)
+
+    # --------------------------------------------------------------- commands
+
+    def _emit(self, fact: f.Fact) -> None:
+        self._sink(fact)
+        self._out.append(fact)
+
+    def _begin(self) -> None:
+        self._out = []
+
+    def _end(self) -> list[f.Fact]:
+        out, self._out = self._out, []
+        return out
+
+    def _require_phase(self, *phases: str) -> None:
+        if self.phase in (SETTLED, VOIDED) and self.phase not in phases:
+            raise RoundClosed(f"The round is {self.phase} and takes no more decisions.",
+                              "R-V2" if self.phase == SETTLED else "R-V1")
+        if self.phase not in phases:
+            raise DecisionRefused(self._phase_sentence(), "R-C8" if self.phase != BETTING
+                                  else "R-G2")
+
+    def _phase_sentence(self) -> str:
+        return {
+            BETTING: "Betting is still open; no cards have been dealt.",
+            DEALING: "The cards are being dealt.",
+            PLAYING: "Betting is closed: no bet changes after the deal.",
+            SETTLING: "The dealer has finished; the round only awaits settlement.",
+        }.get(self.phase, f"The round is {self.phase}.")
+
+    def place_stake(self, bettor: str, box: int, amount: int) -> list[f.Fact]:
+        """R-C8, R-X14, R-M1: a stake on a box while betting is open."""
+        self._require_phase(BETTING)
+        _check_bettor(bettor)
+        lim = self.limits
+        if not 1 <= box <= lim.boxes:
+            raise BetRefused(f"Box {box} does not exist: this table has boxes 1 to {lim.boxes}.",
+                             "R-C8")
+        _check_amount(amount, lim.min_unit)
+        if amount < lim.table_min:
+            raise BetRefused(f"A stake of {amount} is below the table minimum of "
+                             f"{lim.table_min}.", "R-C8")
+        existing = self.boxes.get(box)
+        if existing is not None:
+            if bettor in existing.initial:
+                raise BetRefused(f"{bettor} already has a stake on box {box}; withdraw it and "
+                                 "place the new amount.", "R-X14")
+            if len(existing.bettors) >= self.rules.bettors_per_box:
+                raise BetRefused(f"Box {box} already has {len(existing.bettors)} bettors, the "
+                                 "most this table allows.", "R-C8")
+            total = sum(existing.initial.values())
+        else:
+            total = 0
+        if total + amount > lim.table_max:
+            raise BetRefused(f"Box {box} would hold {total + amount} in stakes, over the table "
+                             f"maximum of {lim.table_max}.", "R-C8")
+        self._begin()
+        self._emit(f.StakePlaced(bettor=bettor, box=box, amount=amount))
+        return self._end()
+
+    def withdraw_stake(self, bettor: str, box: int) -> list[f.Fact]:
+        """R-X14, R-C8: a stake comes off the box while betting is open."""
+        self._require_phase(BETTING)
+        b = self.boxes.get(box)
+        if b is None or bettor not in b.initial:
+            raise BetRefused(f"{bettor} has no stake on box {box} to withdraw.", "R-X14")
+        self._begin()
+        self._emit(f.StakeWithdrawn(bettor=bettor, box=box, amount=b.initial[bettor]))
+        return self._end()
+
+    def close_betting(self, draw: Draw) -> list[f.Fact]:
+        """Close betting and make the initial deal (R-C8, R-G2, R-W3)."""
+        self._require_phase(BETTING)
+        players = self.players()
+        if not players:
+            raise DealRefused("No stake has been placed; there is nothing to deal.", "R-C8")
+        need = self.rules.min_boxes_lone_player
+        if len(players) == 1 and len(self.boxes) < need:
+            raise DealRefused(f"{players[0]} is the only player and must play at least {need} "
+                              "boxes before the cards are dealt.", "R-C8")
+        self._begin()
+        self._emit(f.BettingClosed(players=players, boxes=sorted(self.boxes)))
+        try:
+            self._initial_deal(draw)
+        except ShoeExhausted:
+            return self._void_exhausted()
+        return self._end()
+
+    def _initial_deal(self, draw: Draw) -> None:
+        hole = self.rules.dealer_hole_card
+        for number in self.box_order:
+            self._deal_card(number, 0, draw)
+        self._deal_card(f.DEALER, 0, draw, face_up=not hole)
+        for number in self.box_order:
+            self._deal_card(number, 0, draw)
+        if hole:
+            self._deal_card(f.DEALER, 0, draw)
+        # R-W3: wild cards of the initial deal are handled together, after it.
+        drawers = {self.boxes[n].owner for n in self.box_order
+                   if WILD in self.boxes[n].hands[0].cards}
+        if drawers:
+            cause = next(n for n in self.box_order if WILD in self.boxes[n].hands[0].cards)
+            self._forfeit(drawers, cause)
+        self._proceed(draw)
+
+    def hit(self, player: str, box: int, hand: int, draw: Draw) -> list[f.Fact]:
+        self._owner_turn(player, box, hand, Play.HIT, _hit_refusal)
+        self._begin()
+        self._emit(f.HandHit(player=player, box=box, hand=hand))
+        return self._drawing(lambda: (self._deal_card(box, hand, draw), self._proceed(draw)))
+
+    def stand(self, player: str, box: int, hand: int, draw: Draw) -> list[f.Fact]:
+        self._owner_turn(player, box, hand, Play.STAND)
+        self._begin()
+        self._emit(f.HandStood(player=player, box=box, hand=hand))
+        return self._drawing(lambda: self._proceed(draw))
+
+    def double(self, player: str, box: int, hand: int, draw: Draw) -> list[f.Fact]:
+        """R-C2: an extra stake equal to the original, exactly one more card."""
+        h = self._owner_turn(player, box, hand, Play.DOUBLE)
+        reason = self._double_refusal(self.boxes[box], h)
+        if reason:
+            raise DecisionRefused(reason, "R-C2")
+        self._begin()
+        self._emit(f.HandDoubled(player=player, box=box, hand=hand, amount=h.stakes[player]))
+        if self.pending is None:
+            return self._drawing(lambda: self._finish_double(box, hand, draw))
+        return self._end()
+
+    def split(self, player: str, box: int, hand: int, draw: Draw) -> list[f.Fact]:
+        """R-C3: two cards of one value become two hands, each with the original stake."""
+        h = self._owner_turn(player, box, hand, Play.SPLIT)
+        reason = self._split_refusal(self.boxes[box], h)
+        if reason:
+            raise DecisionRefused(reason, "R-C3")
+        b = self.boxes[box]
+        self._begin()
+        self._emit(f.HandSplit(player=player, box=box, hand=hand, new_hand=len(b.hands),
+                               amount=h.stakes[player]))
+        if self.pending is None:
+            return self._drawing(lambda: self._proceed(draw))
+        return self._end()
+
+    def answer(self, bettor: str, box: int, hand: int, match: bool, draw: Draw) -> list[f.Fact]:
+        """R-C4, R-X9: a co-bettor matches or declines the owner's double or split."""
+        self._require_phase(PLAYING)
+        p = self.pending
+        if p is None or (p.box, p.hand) != (box, hand) or bettor not in p.bettors:
+            raise DecisionRefused(f"{bettor} has no double or split to answer on box {box}, "
+                                  f"hand {hand}.", "R-C4")
+        if p.bettors[0] != bettor:
+            raise NotYourTurn(f"{p.bettors[0]} answers before {bettor}.", "R-X9")
+        amount = self.boxes[box].hands[hand].stakes[bettor]
+        if p.kind == "split":
+            amount = self.boxes[box].hands[hand].stakes[bettor]
+        self._begin()
+        if p.kind == "double":
+            self._emit(f.DoubleMatched(bettor=bettor, box=box, hand=hand, amount=amount) if match
+                       else f.DoubleDeclined(bettor=bettor, box=box, hand=hand))
+        else:
+            self._emit(f.SplitMatched(bettor=bettor, box=box, hand=hand, new_hand=p.new_hand,
+                                      amount=amount) if match
+                       else f.SplitDeclined(bettor=bettor, box=box, hand=hand))
+        if self.pending is None:
+            if p.kind == "double":
+                return self._drawing(lambda: self._finish_double(box, hand, draw))
+            return self._drawing(lambda: self._proceed(draw))
+        return self._end()
+
+    def surrender(self, player: str, box: int) -> list[f.Fact]:
+        """R-C1, R-C4, R-X3: the owner gives up the box; every stake loses half."""
+        self._require_phase(PLAYING)
+        b = self.box(box)
+        if player != b.owner:
+            raise NotTheOwner(f"Only the box owner, {b.owner}, may surrender box {box}.", "R-C4")
+        reason = self._surrender_refusal(b)
+        if reason:
+            raise DecisionRefused(reason, "R-C1" if "window" not in reason else "R-X3")
+        self._begin()
+        self._emit(f.BoxSurrendered(player=player, box=box))
+        hand = b.hands[0]
+        for bettor, held in hand.stakes.items():
+            if (f.MAIN, bettor, box, 0) in self.open_stakes:
+                back, rest = payout(held, (1, 2), self.limits.min_unit)
+                self._settle(bettor, box, 0, f.SURRENDERED, held, released=back, won=0,
+                             rate=[1, 2], remainder=rest, reason="surrendered by the owner")
+        return self._drawing(lambda: None)
+
+    def insure(self, bettor: str, amount: int) -> list[f.Fact]:
+        """R-C5, R-X6: one insurance bet, up to half the player's initial stakes."""
+        self._require_phase(PLAYING)
+        _check_amount(amount, self.limits.min_unit)
+        reason = self._insurance_refusal(bettor)
+        if reason:
+            raise DecisionRefused(reason, "R-C5" if "window" not in reason else "R-X3")
+        cap = self.stakes_of(bettor) // 2
+        if amount > cap:
+            raise DecisionRefused(f"Insurance of {amount} is over {bettor}'s limit of {cap}, "
+                                  "half of his stakes at the table.", "R-X6")
+        if amount < self.limits.min_chip:
+            raise DecisionRefused(f"Insurance of {amount} is below the minimum chip of "
+                                  f"{self.limits.min_chip}.", "R-C5")
+        self._begin()
+        self._emit(f.InsurancePlaced(bettor=bettor, amount=amount))
+        return self._end()
+
+    def take_even_money(self, bettor: str, box: int) -> list[f.Fact]:
+        """R-C6: a natural against an ace is paid 1:1 at once, if the bettor asks."""
+        self._require_phase(PLAYING)
+        reason = self._even_money_refusal(bettor, box)
+        if reason:
+            raise DecisionRefused(reason, "R-C6" if "window" not in reason else "R-X3")
+        held = self.open_stakes[(f.MAIN, bettor, box, 0)]
+        won, rest = payout(held, (1, 1), self.limits.min_unit)
+        self._begin()
+        self._settle(bettor, box, 0, f.EVEN_MONEY, held, released=held, won=won, rate=[1, 1],
+                     remainder=rest, reason="even money taken against an ace")
+        return self._end()
+
+    def play_dealer(self, draw: Draw) -> list[f.Fact]:
+        """The dealer's play by the rule set's policy (R-G8, R-X2, R-W5, R-W6)."""
+        self._require_phase(PLAYING)
+        if self.pending is not None:
+            raise NotYourTurn(f"{self.pending.bettors[0]} must answer the owner's "
+                              f"{self.pending.kind} first.", "R-X9")
+        t = self.turn()
+        if t is not None:
+            raise NotYourTurn(f"Box {t[0]}, hand {t[1]} has not finished; the dealer plays "
+                              "after every box.", "R-G8")
+        self._begin()
+        return self._drawing(lambda: self._dealer_draws(draw))
+
+    def settle(self) -> list[f.Fact]:
+        """Settle every open stake against the dealer's result (R-G5..R-G7, R-C5, R-C7)."""
+        self._require_phase(SETTLING)
+        self._begin()
+        for key in list(self.open_stakes):
+            self._settle_at_end(key)
+        self._emit(f.RoundSettled(staked=self.staked, returned=self.paid_back,
+                                  house_result=self.house, results=dict(self.results)))
+        return self._end()
+
+    def void(self, reason: str) -> list[f.Fact]:
+        """R-V1, R-X13: a manager voids an unfinished round; every stake is returned."""
+        self._require_phase(BETTING, DEALING, PLAYING, SETTLING)
+        if not reason.strip():
+            raise DecisionRefused("A void needs a reason.", "R-V1")
+        self._begin()
+        self._emit(self._void_fact(reason.strip()))
+        return self._end()
+
+    def record_ruling(self, reason: str, corrects: list[int],
+                      adjustments: dict[str, int]) -> list[f.Fact]:
+        """R-V2: a manager's ruling on a settled round, by compensating amounts."""
+        self._require_phase(SETTLED)
+        if not reason.strip():
+            raise DecisionRefused("A ruling needs a reason.", "R-V2")
+        if not corrects or any(type(v) is not int or v < 1 for v in corrects):
+            raise DecisionRefused("A ruling must name the event versions it corrects.", "R-V2")
+        if not adjustments or any(type(a) is not int or a == 0 for a in adjustments.values()):
+            raise DecisionRefused("A ruling must move a non-zero whole amount for each player "
+                                  "it names.", "R-V2")
+        unknown = [p for p in adjustments if p not in self.results]
+        if unknown:
+            raise DecisionRefused(f"{unknown[0]} had no stake in this round.", "R-V2")
+        self._begin()
+        self._emit(f.RulingRecorded(reason=reason.strip(), corrects=list(corrects),
+                                    adjustments=dict(adjustments)))
+        return self._end()
+
+    # ------------------------------------------------------ command internals
+
+    def _drawing(self, body: Callable[[], object]) -> list[f.Fact]:
+        """Run a command's drawing part; an empty shoe voids the round (R-H4)."""
+        try:
+            body()
+        except ShoeExhausted:
+            return self._void_exhausted()
+        return self._end()
+
+    def _void_exhausted(self) -> list[f.Fact]:
+        self._emit(self._void_fact("the shoe ran out of cards mid-round (R-H4)"))
+        return self._end()
+
+    def _void_fact(self, reason: str) -> f.RoundVoided:
+        released: dict[str, int] = {}
+        for (_, bettor, _, _), held in self.open_stakes.items():
+            released[bettor] = released.get(bettor, 0) + held
+        reversals = {b: -net for b, net in self.results.items() if net}
+        return f.RoundVoided(reason=reason, released=released, reversals=reversals)
+
+    def _owner_turn(self, player: str, box: int, hand: int, play: Play,
+                    refusal: Callable[[Hand], tuple[str, str]] | None = None) -> Hand:
+        self._require_phase(PLAYING)
+        b = self.box(box)
+        h = self.hand(box, hand)
+        if player != b.owner:
+            raise NotTheOwner(f"Only the box owner, {b.owner}, may {play.value} on box {box}.",
+                              "R-C4")
+        if refusal is not None:
+            reason, rule = refusal(h)
+            if reason:
+                raise DecisionRefused(reason, rule)
+        if self.pending is not None:
+            raise NotYourTurn(f"{self.pending.bettors[0]} must first answer the owner's "
+                              f"{self.pending.kind} on box {self.pending.box}.", "R-X9")
+        if self.turn() != (box, hand):
+            if h.done:
+                raise NotYourTurn(f"Box {box}, hand {hand} has finished its turn.", "R-G4")
+            t = self.turn()
+            raise NotYourTurn(f"It is not this hand's turn: box {t[0] if t else '-'}, hand "
+                              f"{t[1] if t else '-'} plays first (hands play left to right).",
+                              "R-C3")
+        return h
+
+    def _double_refusal(self, b: Box, h: Hand) -> str:
+        if not self.rules.double:
+            return "This game has no doubling."
+        if len(h.cards) != 2 or h.doubled:
+            return "A hand may be doubled only on its first two cards."
+        if h.split_aces:
+            return "Split aces cannot be doubled."
+        if self.is_natural(b, h):
+            return "A natural cannot be doubled."
+        return ""
+
+    def _split_refusal(self, b: Box, h: Hand) -> str:
+        if not self.rules.split:
+            return "This game has no splitting."
+        if len(h.cards) != 2 or h.doubled:
+            return "Only a hand of two first cards may be split."
+        first, second = h.cards
+        if WILD in h.cards or _split_value(first) != _split_value(second):
+            return "Only two cards of the same value may be split."
+        if h.split_aces:
+            return "A pair of aces splits only once."
+        if len(b.hands) >= self.rules.max_hands_per_box:
+            return (f"Box {b.number} already has {len(b.hands)} hands, the most a box may "
+                    "play.")
+        return ""
+
+    def _surrender_refusal(self, b: Box) -> str:
+        if not self.rules.surrender:
+            return "This game has no surrender."
+        if not self.window_open:
+            return "The surrender window has closed: a card has left the shoe since the deal."
+        if self.upcard is not None and is_ace(self.upcard):
+            return "Surrender is not allowed when the dealer's upcard is an ace."
+        hand = b.hands[0]
+        if b.was_split or hand.doubled:
+            return "A box cannot be surrendered after a split or a double."
+        if hand.status != LIVE:
+            return f"Box {b.number} is already {hand.status}."
+        if self.is_natural(b, hand):
+            return "A natural cannot be surrendered."
+        if WILD in hand.cards:
+            return "A hand holding the wild card has ended its turn."
+        if hand.stood:
+            return "Standing is final: a box that stood cannot surrender."
+        return ""
+
+    def _insurance_refusal(self, bettor: str) -> str:
+        if not self.rules.insurance:
+            return "This game has no insurance."
+        if self.upcard is None or not is_ace(self.upcard):
+            return "Insurance is offered only when the dealer's upcard is an ace."
+        if not self.window_open:
+            return "The insurance window has closed: a card has left the shoe since the deal."
+        if bettor in self.insurance:
+            return f"{bettor} already has an insurance bet; one per player."
+        if self.stakes_of(bettor) == 0:
+            return f"{bettor} has no stake at this table."
+        return ""
+
+    def _even_money_refusal(self, bettor: str, box: int) -> str:
+        if not self.rules.even_money:
+            return "This game has no even money."
+        b = self.box(box)
+        hand = b.hands[0]
+        if (f.MAIN, bettor, box, 0) not in self.open_stakes:
+            return f"{bettor} has no open stake on box {box}."
+        if not self.is_natural(b, hand) or hand.status != LIVE:
+            return f"Box {box} does not hold a natural."
+        if self.upcard is None or not is_ace(self.upcard):
+            return "Even money is offered only against a dealer's ace."
+        if not self.window_open:
+            return "The even money window has closed: a card has left the shoe since the deal."
+        return ""
+
+    def _deal_card(self, box: int, hand: int, draw: Draw, face_up: bool = True) -> None:
+        card, position = draw()
+        kind = f.WildCardDrawn if card == WILD else f.CardDealt
+        self._emit(kind(card=card, position=position, box=box, hand=hand, face_up=face_up))
+        if box == f.DEALER or self.phase != PLAYING:
+            return
+        h = self.boxes[box].hands[hand]
+        if h.status == BUST:
+            for bettor, held in h.stakes.items():
+                self._settle(bettor, box, hand, f.LOST, held, released=0, won=0, rate=[0, 1],
+                             remainder=[0, 1], reason="hand over 21 (R-G3)")
+        elif card == WILD:
+            self._forfeit({self.boxes[box].owner}, box)
+
+    def _forfeit(self, drawers: set[str], cause_box: int) -> None:
+        """R-W2, R-W3, R-X8: every live box not owned by a drawer loses its main stakes."""
+        cause_player = self.boxes[cause_box].owner
+        for b, h, hand in list(self.hands_in_order()):
+            if b.owner in drawers or hand.status != LIVE:
+                continue
+            for bettor, held in hand.stakes.items():
+                if (f.MAIN, bettor, b.number, h) in self.open_stakes:
+                    self._emit(f.StakeForfeited(
+                        line=f.MAIN, bettor=bettor, box=b.number, hand=h, outcome=f.FORFEITED,
+                        held=held, released=0, lost=held, won=0, rate=[0, 1], remainder=[0, 1],
+                        reason=f"forfeited: {cause_player} drew the wild card on box "
+                               f"{cause_box} (R-W2)",
+                        cause_box=cause_box, cause_player=cause_player))
+
+    def _finish_double(self, box: int, hand: int, draw: Draw) -> None:
+        self._deal_card(box, hand, draw)
+        self._proceed(draw)
+
+    def _proceed(self, draw: Draw) -> None:
+        """Deal split hands their second card as their turn comes (R-X4)."""
+        while self.pending is None:
+            t = self.turn()
+            if t is None:
+                return
+            h = self.boxes[t[0]].hands[t[1]]
+            if len(h.cards) != 1:
+                return
+            self._deal_card(t[0], t[1], draw)
+
+    def _settle(self, bettor: str, box: int, hand: int, outcome: str, held: int, *,
+                released: int, won: int, rate: list[int], remainder: list[int], reason: str,
+                line: str = f.MAIN) -> None:
+        self._emit(f.StakeSettled(line=line, bettor=bettor, box=box, hand=hand, outcome=outcome,
+                                  held=held, released=released, lost=held - released, won=won,
+                                  rate=rate, remainder=remainder, reason=reason))
+
+    # -------------------------------------------------------------- the dealer
+
+    def _dependent_hands(self) -> tuple[bool, bool]:
+        """(a live stake depends on the dealer's total, any main stake still waits)."""
+        depends = waits = False
+        for b, h, hand in self.hands_in_order():
+            if hand.status != LIVE or not any((f.MAIN, bettor, b.number, h) in self.open_stakes
+                                              for bettor in hand.stakes):
+                continue
+            waits = True
+            if not (self.is_natural(b, hand) or self.prize_rate(b, hand)):
+                depends = True
+        return depends, waits
+
+    def _dealer_draws(self, draw: Draw) -> None:
+        rules = self.rules
+        if rules.dealer_hole_card:
+            self._emit(f.HoleCardRevealed(card=self.dealer[0], position=-1))
+        depends, waits = self._dependent_hands()
+        if WILD in self.dealer:
+            pass  # R-W5, R-X10: the dealer is 21 and draws nothing
+        elif rules.dealer_policy == "beat_players":
+            if depends or waits:
+                best = max(hand_total(hand.cards)[0] for _, _, hand in self.hands_in_order()
+                           if hand.status == LIVE)
+                while self._dealer_may_beat(best):
+                    self._deal_card(f.DEALER, 0, draw)
+        elif depends:
+            while self._dealer_wants_card():
+                self._deal_card(f.DEALER, 0, draw)
+        elif (waits or self.insurance) and len(self.dealer) == 1:
+            up = self.dealer[0]
+            if is_ace(up) or is_ten_value(up):
+                self._deal_card(f.DEALER, 0, draw)  # R-X2: only to see a natural
+        total, _ = hand_total(self.dealer)
+        self._emit(f.DealerFinished(total=total, natural=self.dealer_natural(),
+                                    bust=total > 21, cards=list(self.dealer)))
+
+    def _dealer_may_beat(self, best: int) -> bool:
+        """R-W6: below 21 and not above the highest live player total."""
+        if WILD in self.dealer:
+            return False
+        total = hand_total(self.dealer)[0]
+        return total < 21 and total <= best
+
+    def _dealer_wants_card(self) -> bool:
+        """R-G8: draw to 16, stand on every 17 (soft 17 too unless the rules say hit)."""
+        if WILD in self.dealer or self.dealer_natural():
+            return False
+        total, soft = hand_total(self.dealer)
+        if len(self.dealer) < 2:
+            return True
+        return total < 17 or (total == 17 and soft and self.rules.dealer_hits_soft_17)
+
+    # ------------------------------------------------------------ settlement
+
+    def _settle_at_end(self, key: StakeKey) -> None:
+        line, bettor, box, hand_id = key
+        held = self.open_stakes[key]
+        unit = self.limits.min_unit
+        if line == f.INSURANCE:
+            if self.dealer_natural():
+                won, rest = payout(held, self.rules.insurance_pays, unit)
+                self._settle(bettor, 0, 0, f.WON, held, released=held, won=won,
+                             rate=list(self.rules.insurance_pays), remainder=rest,
+                             reason="insurance against a dealer natural (R-C5)",
+                             line=f.INSURANCE)
+            else:
+                self._settle(bettor, 0, 0, f.LOST, held, released=0, won=0, rate=[0, 1],
+                             remainder=[0, 1], reason="no dealer natural (R-C5)",
+                             line=f.INSURANCE)
+            return
+        b = self.boxes[box]
+        hand = b.hands[hand_id]
+        outcome, released, ratio, reason = self._judge(b, hand_id, hand, bettor, held)
+        won, rest = payout(held, ratio, unit) if outcome == f.WON else (0, [0, 1])
+        self._settle(bettor, box, hand_id, outcome, held, released=released, won=won,
+                     rate=list(ratio), remainder=rest, reason=reason)
+
+    def _judge(self, b: Box, hand_id: int, hand: Hand, bettor: str,
+               held: int) -> tuple[str, int, tuple[int, int], str]:
+        """Outcome, amount released, win ratio and reason for one stake at the end."""
+        natural = self.is_natural(b, hand)
+        if self.dealer_natural():
+            if natural:
+                return f.PUSHED, held, (0, 1), "natural against a dealer natural (R-G6)"
+            if self.rules.dealer_natural_takes == "original_only":
+                if hand_id != 0:
+                    return f.PUSHED, held, (0, 1), "split stake released (R-X12)"
+                extra = held - b.initial[bettor] if bettor in b.initial else 0
+                return f.LOST, extra, (0, 1), "dealer natural takes the original stake (R-X12)"
+            return f.LOST, 0, (0, 1), "dealer natural takes every stake on the box (R-G7)"
+        if natural:
+            return f.WON, held, self.rules.natural_pays, "natural (R-G6)"
+        prize = self.prize_rate(b, hand)
+        if prize is not None:
+            return f.WON, held, prize, "prize hand (R-C7)"
+        dealer = self.dealer_total()
+        player = hand_total(hand.cards)[0]
+        if dealer > 21:
+            return f.WON, held, (1, 1), "dealer over 21 (R-G5)"
+        if player > dealer:
+            return f.WON, held, (1, 1), f"{player} beats the dealer's {dealer} (R-G5)"
+        if player == dealer:
+            return f.PUSHED, held, (0, 1), f"{player} ties the dealer's {dealer} (R-G5)"
+        return f.LOST, 0, (0, 1), f"{player} loses to the dealer's {dealer} (R-G5)"
+
+    # ------------------------------------------------------------- legal now
+
+    def legal_plays(self, box: int, hand: int) -> list[Play]:
+        """The plays the owner of the hand whose turn it is may make now."""
+        if self.pending is not None or self.turn() != (box, hand):
+            return []
+        b = self.boxes[box]
+        h = b.hands[hand]
+        plays = [Play.STAND]
+        if not (h.doubled or h.split_aces):
+            plays.append(Play.HIT)
+        if not self._double_refusal(b, h):
+            plays.append(Play.DOUBLE)
+        if not self._split_refusal(b, h):
+            plays.append(Play.SPLIT)
+        if not self._surrender_refusal(b):
+            plays.append(Play.SURRENDER)
+        return plays
+
+    def legal(self) -> list[Legal]:
+        """Every decision somebody may make now, and by whom."""
+        phase = self.phase
+        if phase == BETTING:
+            out = [Legal("place_stake"), Legal("withdraw_stake")]
+            if self.boxes:
+                out.append(Legal("close_betting"))
+            return [*out, Legal("void")]
+        if phase == SETTLING:
+            return [Legal("settle"), Legal("void")]
+        if phase != PLAYING:
+            return []
+        out = []
+        if self.pending is not None:
+            p = self.pending
+            return [Legal("match", p.bettors[0], p.box, p.hand),
+                    Legal("decline", p.bettors[0], p.box, p.hand), Legal("void")]
+        t = self.turn()
+        if t is not None:
+            owner = self.boxes[t[0]].owner
+            out += [Legal(p.value, owner, t[0], t[1]) for p in self.legal_plays(*t)
+                    if p != Play.SURRENDER]
+        for number in self.box_order:
+            b = self.boxes[number]
+            if not self._surrender_refusal(b):
+                out.append(Legal(Play.SURRENDER.value, b.owner, number, 0))
+            for bettor in b.bettors:
+                if (f.MAIN, bettor, number, 0) in self.open_stakes and \
+                        not self._even_money_refusal(bettor, number):
+                    out.append(Legal("even_money", bettor, number, 0))
+        for bettor in self.players():
+            if not self._insurance_refusal(bettor) and self.stakes_of(bettor) // 2 >= \
+                    self.limits.min_chip:
+                out.append(Legal("insure", bettor))
+        if t is None:
+            out.append(Legal("play_dealer"))
+        out.append(Legal("void"))
+        return out
+
+    # ------------------------------------------------------------------ apply
+
+    def apply(self, fact: f.Fact) -> None:
+        """Assign the state a fact describes. No checks of rules here: facts are history."""
+        _APPLY[type(fact)](self, fact)
+
+    def _on_stake_placed(self, e: f.StakePlaced) -> None:
+        b = self.boxes.get(e.box)
+        if b is None:
+            b = self.boxes[e.box] = Box(e.box)
+        b.bettors.append(e.bettor)
+        b.initial[e.bettor] = e.amount
+        self._open((f.MAIN, e.bettor, e.box, 0), e.amount)
+
+    def _on_stake_withdrawn(self, e: f.StakeWithdrawn) -> None:
+        b = self.boxes[e.box]
+        b.bettors.remove(e.bettor)
+        del b.initial[e.bettor]
+        if self.open_stakes.pop((f.MAIN, e.bettor, e.box, 0)) != e.amount:
+            raise InvariantBroken("a withdrawn stake differs from the stake placed")
+        self.staked -= e.amount
+        if not b.bettors:
+            del self.boxes[e.box]
+
+    def _on_betting_closed(self, e: f.BettingClosed) -> None:
+        self.phase = DEALING
+        self.box_order = list(e.boxes)
+        for number in self.box_order:
+            b = self.boxes[number]
+            b.hands = [Hand(dict(b.initial))]
+            b.order = [0]
+        for bettor in e.players:
+            self.results.setdefault(bettor, 0)
+
+    def _on_card(self, e: f.CardDealt) -> None:
+        card = Card(e.card)
+        if e.box == f.DEALER:
+            self.dealer.append(card)
+            if self.phase == PLAYING:
+                self.window_open = False
+        else:
+            hand = self.boxes[e.box].hands[e.hand]
+            if hand.done:
+                raise InvariantBroken(f"a card was dealt to box {e.box}, hand {e.hand} after "
+                                      "it ended")
+            hand.cards.append(card)
+            if self.phase == PLAYING:
+                self.window_open = False
+                _after_card(hand)
+        if self.phase == DEALING and self._initial_deal_done():
+            self.phase = PLAYING
+            self.window_open = True
+            for b, _, hand in self.hands_in_order():
+                if hand_total(hand.cards)[0] == 21:  # naturals and wild cards (R-G4, R-W1)
+                    hand.done = True
+
+    def _initial_deal_done(self) -> bool:
+        need = 2 if self.rules.dealer_hole_card else 1
+        return len(self.dealer) == need and all(
+            len(self.boxes[n].hands[0].cards) == 2 for n in self.box_order)
+
+    def _on_hole_revealed(self, e: f.HoleCardRevealed) -> None:
+        self.hole_revealed = True
+
+    def _on_hit(self, e: f.HandHit) -> None:
+        pass  # the card that follows carries the change
+
+    def _on_stood(self, e: f.HandStood) -> None:
+        hand = self.boxes[e.box].hands[e.hand]
+        hand.done = hand.stood = True
+
+    def _on_doubled(self, e: f.HandDoubled) -> None:
+        hand = self.boxes[e.box].hands[e.hand]
+        hand.doubled = True
+        self._raise_stake(e.player, e.box, e.hand, e.amount)
+        self._await_answers("double", e.box, e.hand, e.hand, e.player)
+
+    def _on_double_matched(self, e: f.DoubleMatched) -> None:
+        self._raise_stake(e.bettor, e.box, e.hand, e.amount)
+        self._answered(e.bettor)
+
+    def _on_declined(self, e: f.DoubleDeclined | f.SplitDeclined) -> None:
+        self._answered(e.bettor)
+
+    def _on_split(self, e: f.HandSplit) -> None:
+        b = self.boxes[e.box]
+        hand = b.hands[e.hand]
+        card = hand.cards.pop()
+        new = Hand({e.player: e.amount}, [card])
+        b.hands.append(new)
+        b.order.insert(b.order.index(e.hand) + 1, e.new_hand)
+        b.was_split = True
+        if is_ace(card):
+            hand.split_aces = new.split_aces = True
+        self._open((f.MAIN, e.player, e.box, e.new_hand), e.amount)
+        self._await_answers("split", e.box, e.hand, e.new_hand, e.player)
+
+    def _on_split_matched(self, e: f.SplitMatched) -> None:
+        self.boxes[e.box].hands[e.new_hand].stakes[e.bettor] = e.amount
+        self._open((f.MAIN, e.bettor, e.box, e.new_hand), e.amount)
+        self._answered(e.bettor)
+
+    def _on_insurance(self, e: f.InsurancePlaced) -> None:
+        self.insurance[e.bettor] = e.amount
+        self._open((f.INSURANCE, e.bettor, 0, 0), e.amount)
+
+    def _on_surrendered(self, e: f.BoxSurrendered) -> None:
+        for hand in self.boxes[e.box].hands:
+            hand.status = SURRENDERED
+            hand.done = True
+
+    def _on_settled(self, e: f.StakeSettled) -> None:
+        key = (e.line, e.bettor, e.box, e.hand)
+        held = self.open_stakes.pop(key, None)
+        if held is None:
+            raise InvariantBroken(f"stake {key} settled twice or never placed")
+        if held != e.held or e.released + e.lost != e.held or min(e.released, e.lost,
+                                                                   e.won) < 0:
+            raise InvariantBroken(f"settlement of {key} does not balance what was held")
+        net = e.released + e.won - e.held
+        self.results[e.bettor] = self.results.get(e.bettor, 0) + net
+        self.paid_back += e.released + e.won
+        self.house -= net
+
+    def _on_forfeited(self, e: f.StakeForfeited) -> None:
+        self._on_settled(e)
+        hand = self.boxes[e.box].hands[e.hand]
+        hand.status = FORFEITED
+        hand.done = True
+
+    def _on_dealer_finished(self, e: f.DealerFinished) -> None:
+        self.phase = SETTLING
+        self.window_open = False
+        self.dealer_result = e
+
+    def _on_round_settled(self, e: f.RoundSettled) -> None:
+        if self.open_stakes:
+            raise InvariantBroken(f"round settled with open stakes: {sorted(self.open_stakes)}")
+        if e.staked != self.paid_back + self.house or e.house_result != self.house \
+                or sum(self.results.values()) + self.house != 0:
+            raise InvariantBroken("round totals break conservation (R-M4)")
+        self.phase = SETTLED
+
+    def _on_voided(self, e: f.RoundVoided) -> None:
+        self.phase = VOIDED
+        self.void_reason = e.reason
+        self.open_stakes.clear()
+        for bettor, amount in e.reversals.items():
+            self.results[bettor] = self.results.get(bettor, 0) + amount
+            self.house -= amount
+        if any(self.results.values()) or self.house:
+            raise InvariantBroken("a void left a bettor or the house with a result (R-X13)")
+
+    def _on_ruling(self, e: f.RulingRecorded) -> None:
+        self.rulings.append(e)
+        for player, amount in e.adjustments.items():
+            self.results[player] = self.results.get(player, 0) + amount
+            self.house -= amount
+
+    # ------------------------------------------------------- apply helpers
+
+    def _open(self, key: StakeKey, amount: int) -> None:
+        if key in self.open_stakes:
+            raise InvariantBroken(f"stake {key} opened twice")
+        self.open_stakes[key] = amount
+        self.staked += amount
+
+    def _raise_stake(self, bettor: str, box: int, hand: int, amount: int) -> None:
+        self.boxes[box].hands[hand].stakes[bettor] += amount
+        self.open_stakes[(f.MAIN, bettor, box, hand)] += amount
+        self.staked += amount
+
+    def _await_answers(self, kind: str, box: int, hand: int, new_hand: int, owner: str) -> None:
+        others = tuple(b for b in self.boxes[box].hands[hand].stakes if b != owner)
+        self.pending = Pending(kind, box, hand, new_hand, others) if others else None
+
+    def _answered(self, bettor: str) -> None:
+        p = self.pending
+        if p is None or bettor not in p.bettors:
+            raise InvariantBroken(f"{bettor} answered a double or split nobody asked")
+        rest = tuple(b for b in p.bettors if b != bettor)
+        self.pending = p._replace(bettors=rest) if rest else None
+
+    # ------------------------------------------------------------------ views
+
+    def view(self, reveal_hole: bool = False) -> dict[str, Any]:
+        """The round as a terminal or a replay shows it (never the shoe)."""
+        dealer = list(self.dealer)
+        if dealer and not (self.hole_revealed or reveal_hole):
+            dealer[0] = "hidden"
+        boxes = []
+        for number in sorted(self.boxes):
+            b = self.boxes[number]
+            hands = [{
+                "hand": h, "cards": list(b.hands[h].cards),
+                "total": hand_total(b.hands[h].cards)[0] if b.hands[h].cards else 0,
+                "soft": hand_total(b.hands[h].cards)[1] if b.hands[h].cards else False,
+                "status": b.hands[h].status, "doubled": b.hands[h].doubled,
+                "stood": b.hands[h].stood, "done": b.hands[h].done,
+                "stakes": dict(b.hands[h].stakes),
+            } for h in b.order]
+            boxes.append({"box": number, "owner": b.owner, "bettors": list(b.bettors),
+                          "stakes": dict(b.initial), "hands": hands})
+        t = self.turn()
+        shown = [c for c in dealer if c != "hidden"]
+        return {
+            "phase": self.phase,
+            "boxes": boxes,
+            "dealer": {"cards": dealer,
+                       "total": hand_total([Card(c) for c in shown])[0] if shown else 0},
+            "turn": {"box": t[0], "hand": t[1]} if t else None,
+            "pending": ({"kind": self.pending.kind, "box": self.pending.box,
+                         "hand": self.pending.hand, "bettors": list(self.pending.bettors)}
+                        if self.pending else None),
+            "window_open": self.window_open,
+            "insurance": dict(self.insurance),
+            "staked": self.staked,
+            "results": dict(self.results),
+            "house_result": self.house,
+            "void_reason": self.void_reason or None,
+        }
+
+
+def _after_card(hand: Hand) -> None:
+    """The state of a hand after a card in play (R-G3, R-G4, R-W1, R-C2, R-C3)."""
+    total = hand_total(hand.cards)[0]
+    if total > 21:
+        hand.status = BUST
+        hand.done = True
+    elif total == 21 or hand.doubled or (hand.split_aces and len(hand.cards) == 2):
+        hand.done = True
+
+
+def _hit_refusal(hand: Hand) -> tuple[str, str]:
+    if hand.doubled:
+        return "This hand was doubled and takes exactly one more card.", "R-C2"
+    if hand.split_aces:
+        return "Split aces receive exactly one card each; this hand takes no more.", "R-C3"
+    if hand.status == LIVE and hand.cards and hand_total(hand.cards)[0] >= 21:
+        return "A hand of 21 stands automatically.", "R-G4" if WILD not in hand.cards else "R-W1"
+    return "", ""
+
+
+def _split_value(card: Card) -> int:
+    return 10 if is_ten_value(card) else (1 if is_ace(card) else int(card[0]))
+
+
+def _check_bettor(bettor: str) -> None:
+    if not isinstance(bettor, str) or not 1 <= len(bettor) <= 64:
+        raise BetRefused("A bettor is named by 1 to 64 characters.", "R-C8")
+
+
+def _check_amount(amount: int, min_unit: int) -> None:
+    if type(amount) is not int or amount <= 0:
+        raise BetRefused("An amount is a positive whole number of minor units.", "R-M1")
+    if amount % min_unit:
+        raise BetRefused(f"An amount must be a multiple of the minimum unit {min_unit}.", "R-M2")
+    if amount > 10**12:
+        raise BetRefused("An amount is at most 10^12 minor units.", "R-M1")
+
+
+_APPLY: dict[type, Callable[[RoundMachine, Any], None]] = {
+    f.StakePlaced: RoundMachine._on_stake_placed,
+    f.StakeWithdrawn: RoundMachine._on_stake_withdrawn,
+    f.BettingClosed: RoundMachine._on_betting_closed,
+    f.CardDealt: RoundMachine._on_card,
+    f.WildCardDrawn: RoundMachine._on_card,
+    f.HoleCardRevealed: RoundMachine._on_hole_revealed,
+    f.HandHit: RoundMachine._on_hit,
+    f.HandStood: RoundMachine._on_stood,
+    f.HandDoubled: RoundMachine._on_doubled,
+    f.DoubleMatched: RoundMachine._on_double_matched,
+    f.DoubleDeclined: RoundMachine._on_declined,
+    f.HandSplit: RoundMachine._on_split,
+    f.SplitMatched: RoundMachine._on_split_matched,
+    f.SplitDeclined: RoundMachine._on_declined,
+    f.InsurancePlaced: RoundMachine._on_insurance,
+    f.BoxSurrendered: RoundMachine._on_surrendered,
+    f.StakeSettled: RoundMachine._on_settled,
+    f.StakeForfeited: RoundMachine._on_forfeited,
+    f.DealerFinished: RoundMachine._on_dealer_finished,
+    f.RoundSettled: RoundMachine._on_round_settled,
+    f.RoundVoided: RoundMachine._on_voided,
+    f.RulingRecorded: RoundMachine._on_ruling,
+}
+
+__all__ = ["Draw", "Legal", "LedgerError", "RoundMachine", "payout"]

@@ -1,0 +1,85 @@
+"""Every refusal the ledger makes, typed, with a sentence and the rule it enforces.
+
+Expected refusals derive from :class:`LedgerError`; each carries the id of the
+rule of RULES.md it enforces (``rule``) and a sentence a dealer or an auditor
+understands. Broken invariants are not refusals: they raise
+:class:`InvariantBroken`, which nothing may catch and continue from.
+"""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """An expected refusal: the request breaks a rule and changed nothing."""
+
+    kind = "refused"
+
+    def __init__(self, message: str, rule: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.rule = rule
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.rule})" if self.rule else self.message
+
+
+class RuleSetInvalid(LedgerError):
+    """A rule-set or table setting is out of range; names the field."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"Setting '{field}' is invalid: {reason}.", "R-S1")
+        self.field = field
+
+
+class BetRefused(LedgerError):
+    """A stake breaks a table limit or a betting rule (R-C8, R-X14, R-M1)."""
+
+
+class DealRefused(LedgerError):
+    """Betting cannot close and the cards cannot be dealt (R-C8, R-H4)."""
+
+
+class DecisionRefused(LedgerError):
+    """A playing decision is not allowed at this moment."""
+
+
+class NotYourTurn(DecisionRefused):
+    """Somebody acted on a hand whose turn has not come or has passed."""
+
+
+class NotTheOwner(DecisionRefused):
+    """A co-bettor or a stranger tried to make the box owner's decision (R-C4)."""
+
+
+class RoundClosed(LedgerError):
+    """The round is settled or voided and takes no more decisions (R-V1, R-V2)."""
+
+
+class InsufficientChips(LedgerError):
+    """The bettor's available balance does not cover the amount (R-M3)."""
+
+
+class NotFound(LedgerError):
+    """The table, round, shoe or account does not exist."""
+
+    kind = "not_found"
+
+
+class Conflict(LedgerError):
+    """Another command changed the same thing first; nothing was changed (retry)."""
+
+    kind = "conflict"
+
+
+class ShoeExhausted(LedgerError):
+    """The shoe has no card left to deal (R-H4)."""
+
+    def __init__(self) -> None:
+        super().__init__("The shoe has no card left; the round must be voided.", "R-H4")
+
+
+class InvariantBroken(Exception):
+    """A guarantee of the ledger does not hold (money not conserved, a stake settled twice).
+
+    This is a defect, never an expected refusal: it must fail loudly.
+    """

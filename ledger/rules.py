@@ -1,0 +1,180 @@
+"""Rule sets and table limits (R-S1, R-S2, R-X15): immutable, validated, hashable.
+
+A :class:`RuleSet` is what a preset fixes (how the game is played); the
+:class:`TableLimits` are settings of the table (R-X15). A round records both in
+full, with the rule set's content hash, so the rules of a past round never
+change when a table's rules do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal
+
+from ledger.errors import RuleSetInvalid
+
+Ratio = tuple[int, int]
+DealerPolicy = Literal["stand_17", "beat_players"]
+DealerNaturalTakes = Literal["all", "original_only"]
+
+DEALER_POLICIES: tuple[str, ...] = ("stand_17", "beat_players")
+DEALER_NATURAL_TAKES: tuple[str, ...] = ("all", "original_only")
+RATIO_FIELDS = ("natural_pays", "insurance_pays", "prize_777_mixed", "prize_777_suited",
+                "prize_678_suited")
+BOOL_FIELDS = ("dealer_hole_card", "dealer_hits_soft_17", "naturals", "surrender", "double",
+               "split", "insurance", "even_money", "prizes")
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """How a game is played; every row of RULES.md's preset table is a field."""
+
+    name: str
+    version: int
+    decks: int = 6
+    wild_cards: int = 0
+    penetration_percent: int = 75
+    dealer_hole_card: bool = False  # R-G2: True deals the dealer a face-down and a face-up card
+    dealer_policy: DealerPolicy = "stand_17"  # R-G8 / R-W6
+    dealer_hits_soft_17: bool = False
+    naturals: bool = True  # R-G6
+    natural_pays: Ratio = (3, 2)
+    dealer_natural_takes: DealerNaturalTakes = "all"  # R-G7 / R-X12
+    surrender: bool = True  # R-C1
+    double: bool = True  # R-C2
+    split: bool = True  # R-C3
+    max_hands_per_box: int = 3
+    insurance: bool = True  # R-C5
+    insurance_pays: Ratio = (2, 1)
+    even_money: bool = True  # R-C6
+    prizes: bool = True  # R-C7
+    prize_777_mixed: Ratio = (3, 1)
+    prize_777_suited: Ratio = (5, 1)
+    prize_678_suited: Ratio = (5, 1)
+    bettors_per_box: int = 3  # R-C8
+    min_boxes_lone_player: int = 2
+
+    def __post_init__(self) -> None:
+        _check_rules(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready content; ratios as two-element lists."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def canonical(self) -> bytes:
+        """The stable encoding its hash is taken over: sorted keys, no spaces, UTF-8."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
+
+    @property
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.canonical()).hexdigest()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RuleSet:
+        """Build from stored or requested content, refusing unknown fields (R-S1)."""
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                raise RuleSetInvalid(key, "there is no such setting")
+        for key in ("name", "version"):
+            if key not in data:
+                raise RuleSetInvalid(key, "it is required")
+        values = {k: tuple(v) if k in RATIO_FIELDS and isinstance(v, list) else v
+                  for k, v in data.items()}
+        return cls(**values)
+
+    def evolve(self, **changes: Any) -> RuleSet:
+        """A copy with some settings changed (validated again)."""
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class TableLimits:
+    """Settings of a table, not of the preset (R-X15), in minor units."""
+
+    table_min: int = 10
+    table_max: int = 1000
+    min_chip: int = 5
+    min_unit: int = 1
+    boxes: int = 7
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if type(value) is not int or value < 1:
+                raise RuleSetInvalid(f.name, "it must be a whole number of at least 1")
+        if self.table_max < self.table_min:
+            raise RuleSetInvalid("table_max", "it is below the table minimum")
+        if self.boxes > 12:
+            raise RuleSetInvalid("boxes", "a table has at most 12 boxes")
+        if self.table_max > 10**12:
+            raise RuleSetInvalid("table_max", "it exceeds the largest supported amount (10^12)")
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TableLimits:
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                raise RuleSetInvalid(key, "there is no such table setting")
+        return cls(**data)
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    if type(value) is not int or not low <= value <= high:
+        raise RuleSetInvalid(name, f"it must be a whole number from {low} to {high}")
+
+
+def _check_rules(rules: RuleSet) -> None:
+    if not isinstance(rules.name, str) or not rules.name.strip() or len(rules.name) > 64:
+        raise RuleSetInvalid("name", "it must be a non-empty text of at most 64 characters")
+    _check_int("version", rules.version, 1, 1_000_000)
+    _check_int("decks", rules.decks, 1, 8)
+    _check_int("wild_cards", rules.wild_cards, 0, 4)
+    _check_int("penetration_percent", rules.penetration_percent, 50, 90)
+    _check_int("max_hands_per_box", rules.max_hands_per_box, 1, 4)
+    _check_int("bettors_per_box", rules.bettors_per_box, 1, 3)
+    _check_int("min_boxes_lone_player", rules.min_boxes_lone_player, 1, 3)
+    for name in BOOL_FIELDS:
+        if type(getattr(rules, name)) is not bool:
+            raise RuleSetInvalid(name, "it must be true or false")
+    for name in RATIO_FIELDS:
+        ratio = getattr(rules, name)
+        if (not isinstance(ratio, tuple) or len(ratio) != 2
+                or not all(type(x) is int and 1 <= x <= 100 for x in ratio)):
+            raise RuleSetInvalid(name, "it must be a ratio of two whole numbers from 1 to 100")
+    if rules.dealer_policy not in DEALER_POLICIES:
+        raise RuleSetInvalid("dealer_policy", f"it must be one of {', '.join(DEALER_POLICIES)}")
+    if rules.dealer_natural_takes not in DEALER_NATURAL_TAKES:
+        raise RuleSetInvalid("dealer_natural_takes",
+                             f"it must be one of {', '.join(DEALER_NATURAL_TAKES)}")
+    if rules.dealer_hole_card and (rules.naturals or rules.insurance or rules.surrender):
+        raise RuleSetInvalid("dealer_hole_card", "naturals, insurance and surrender are defined "
+                             "only for the no-hole-card deal")
+    if rules.dealer_policy == "beat_players" and rules.dealer_hits_soft_17:
+        raise RuleSetInvalid("dealer_hits_soft_17", "it applies only to the stand_17 policy")
+    if rules.even_money and not rules.naturals:
+        raise RuleSetInvalid("even_money", "even money needs naturals")
+
+
+CASINO = RuleSet(name="casino", version=1)
+WILD21 = RuleSet(
+    name="wild21", version=1, wild_cards=1, dealer_hole_card=True, dealer_policy="beat_players",
+    naturals=False, surrender=False, double=False, split=False, insurance=False,
+    even_money=False, prizes=False, bettors_per_box=1, min_boxes_lone_player=1,
+)
+CASINO_WILD = RuleSet(name="casino_wild", version=1, wild_cards=1)
+
+PRESETS: dict[str, RuleSet] = {r.name: r for r in (CASINO, WILD21, CASINO_WILD)}
+
+
+def preset(name: str) -> RuleSet:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise RuleSetInvalid("preset", f"'{name}' is not one of {', '.join(PRESETS)}") from None

@@ -1,0 +1,112 @@
+"""The shoe: an unbiased shuffle, the cut card and the commitment (R-H1..R-H4).
+
+Production code shuffles with :meth:`Shoe.shuffle` (``secrets.randbelow``,
+Fisher–Yates). A shoe is rebuilt from a recorded order only when the ledger
+resumes a stored shoe or a replay re-deals recorded cards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Callable, Sequence
+
+from ledger.cards import STANDARD_DECK, WILD, Card, is_card
+from ledger.errors import ShoeExhausted
+
+COMMITMENT_SCHEME = "pitboss-shoe-v1"
+SALT_BYTES = 32
+
+
+def fresh_order(decks: int, wild_cards: int,
+                randbelow: Callable[[int], int] = secrets.randbelow) -> list[Card]:
+    """N decks plus W wild cards, shuffled by Fisher–Yates over ``randbelow`` (R-H1).
+
+    ``randbelow(n)`` must return a uniform integer in ``[0, n)``; the default is
+    the operating system's CSPRNG, which has no modulo bias.
+    """
+    cards = list(STANDARD_DECK) * decks + [WILD] * wild_cards
+    for i in range(len(cards) - 1, 0, -1):
+        j = randbelow(i + 1)
+        cards[i], cards[j] = cards[j], cards[i]
+    return cards
+
+
+def cut_position(size: int, penetration_percent: int) -> int:
+    """The position of the cut card: the first position not dealt in a new round."""
+    return size * penetration_percent // 100
+
+
+def canonical_order(order: Sequence[Card]) -> bytes:
+    """The encoding a commitment covers: the card codes joined by commas."""
+    return ",".join(order).encode("ascii")
+
+
+def commitment(order: Sequence[Card], salt: bytes) -> str:
+    """SHA-256 over the scheme name, the salt and the canonical order (R-H2), hex."""
+    digest = hashlib.sha256()
+    digest.update(COMMITMENT_SCHEME.encode("ascii") + b"\n")
+    digest.update(salt.hex().encode("ascii") + b"\n")
+    digest.update(canonical_order(order))
+    return digest.hexdigest()
+
+
+def verify_commitment(order: Sequence[str], salt_hex: str, expected: str) -> bool:
+    """True when a revealed order and salt produce the recorded commitment."""
+    if not all(is_card(c) for c in order):
+        return False
+    try:
+        salt = bytes.fromhex(salt_hex)
+    except ValueError:
+        return False
+    actual = commitment([Card(c) for c in order], salt)
+    return hmac.compare_digest(actual, expected)
+
+
+def new_salt() -> bytes:
+    return secrets.token_bytes(SALT_BYTES)
+
+
+class Shoe:
+    """Cards in a fixed order with a position and a cut card."""
+
+    __slots__ = ("_order", "cut", "position")
+
+    def __init__(self, order: Sequence[Card], cut: int, position: int = 0) -> None:
+        if not 0 <= position <= len(order) or not 0 < cut <= len(order):
+            raise ValueError("shoe position or cut card out of range")
+        self._order = tuple(order)
+        self.cut = cut
+        self.position = position
+
+    @classmethod
+    def shuffle(cls, decks: int, wild_cards: int, penetration_percent: int,
+                randbelow: Callable[[int], int] = secrets.randbelow) -> Shoe:
+        order = fresh_order(decks, wild_cards, randbelow)
+        return cls(order, cut_position(len(order), penetration_percent))
+
+    @property
+    def size(self) -> int:
+        return len(self._order)
+
+    @property
+    def remaining(self) -> int:
+        return len(self._order) - self.position
+
+    @property
+    def cut_card_out(self) -> bool:
+        """True once the cut card is reached: no new round starts from this shoe (R-H4)."""
+        return self.position >= self.cut
+
+    def draw(self) -> tuple[Card, int]:
+        """The next card and its position; :class:`ShoeExhausted` when none is left."""
+        position = self.position
+        if position >= len(self._order):
+            raise ShoeExhausted()
+        self.position = position + 1
+        return self._order[position], position
+
+    def reveal(self) -> tuple[Card, ...]:
+        """The whole order, for the shoe's retirement (R-H2)."""
+        return self._order
