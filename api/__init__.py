@@ -1,0 +1,1 @@
+"""The HTTP adapter and command line: create_app, blueprints, schemas, error mapping."""

@@ -1,0 +1,436 @@
+"""Which PostgreSQL the service uses, and the private one it starts when none is configured.
+
+Resolution order (the first that applies wins):
+
+1. ``DATABASE_URL`` (``postgresql://user:password@host:port/dbname``, or ``?host=/socket/dir``);
+2. the ``POSTGRES_*`` variables that the eventsourcing library reads itself;
+3. an embedded server started through ``pgserver`` in ``PITBOSS_DATA_DIR``
+   (default ``./var/pgdata``), reached over a Unix socket in that folder.
+
+This module belongs to the composition root: ``ledger`` and ``projections`` receive the settings
+(as the eventsourcing environment) and never import it. Passwords never appear in messages, logs
+or ``repr``: everything shown to a person goes through :meth:`DatabaseSettings.masked`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import os
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final, Literal
+from urllib.parse import quote, unquote, urlsplit
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+logger = logging.getLogger("pitboss.database")
+
+DatabaseSource = Literal["embedded", "DATABASE_URL", "POSTGRES_*"]
+
+DEFAULT_DATA_DIR: Final = Path("var/pgdata")
+DEFAULT_PORT: Final = 5432
+POSTGRES_VARIABLES: Final = (
+    "POSTGRES_HOST",
+    "POSTGRES_PORT",
+    "POSTGRES_DBNAME",
+    "POSTGRES_USER",
+    "POSTGRES_PASSWORD",
+)
+# Linux allows 107 bytes in a Unix socket path and macOS 103; stay within both.
+SOCKET_PATH_MAX_BYTES: Final = 103
+# libpq ignores a connect_timeout under 2 seconds and uses 2.
+_CONNECT_TIMEOUT_MIN_S: Final = 2
+_SOCKET_NAME: Final = f".s.PGSQL.{DEFAULT_PORT}"
+_URL_SCHEMES: Final = frozenset({"postgresql", "postgres"})
+_URL_QUERY_KEYS: Final = frozenset({"host", "port", "dbname", "user", "password"})
+_MASK: Final = "***"
+# When started by root, pgserver runs postgres as this system user (postgres refuses root).
+_PGSERVER_SYSTEM_USER: Final = "pgserver"
+
+# Limits that operators may tune, under the variable names the eventsourcing library uses,
+# with their smallest allowed value. Zero would mean "no limit" for most of them (no lock
+# timeout, an unbounded wait queue), so it is refused.
+_LIMIT_VARIABLES: Final = {
+    "connect_timeout_s": ("POSTGRES_CONNECT_TIMEOUT", 1),
+    "lock_timeout_s": ("POSTGRES_LOCK_TIMEOUT", 1),
+    "idle_in_transaction_timeout_s": ("POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT", 1),
+    "pool_size": ("POSTGRES_POOL_SIZE", 1),
+    "pool_max_overflow": ("POSTGRES_MAX_OVERFLOW", 0),
+    "pool_max_waiting": ("POSTGRES_MAX_WAITING", 1),
+    "pool_conn_max_age_s": ("POSTGRES_CONN_MAX_AGE", 1),
+}
+_LIMITS_MAX: Final = 100_000
+
+
+class DatabaseSetupError(Exception):
+    """Root of the errors raised while choosing or reaching the database."""
+
+
+class DatabaseConfigError(DatabaseSetupError):
+    """The configured database settings cannot be used as given."""
+
+
+class DatabaseUnavailable(DatabaseSetupError):
+    """The chosen database does not answer (or the embedded one did not start)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatabaseSettings:
+    """Where the database is and how to talk to it; the password is never shown."""
+
+    host: str  # a host name, an IP address, or the directory of a Unix socket
+    port: int
+    dbname: str
+    user: str
+    password: str = field(default="", repr=False)
+    source: DatabaseSource = "DATABASE_URL"
+    connect_timeout_s: int = 5
+    lock_timeout_s: int = 5
+    idle_in_transaction_timeout_s: int = 5
+    pool_size: int = 5
+    pool_max_overflow: int = 10
+    pool_max_waiting: int = 50
+    pool_conn_max_age_s: int = 3600
+
+    def __post_init__(self) -> None:
+        for name in ("host", "dbname", "user"):
+            if not getattr(self, name):
+                raise DatabaseConfigError(f"database settings need a {name}")
+        if not 1 <= self.port <= 65535:
+            raise DatabaseConfigError(f"database port {self.port} is outside 1..65535")
+        for name, (variable, minimum) in _LIMIT_VARIABLES.items():
+            value = getattr(self, name)
+            if not minimum <= value <= _LIMITS_MAX:
+                raise DatabaseConfigError(
+                    f"{variable}={value} is outside {minimum}..{_LIMITS_MAX} ({name})"
+                )
+
+    def __str__(self) -> str:
+        return self.masked()
+
+    @property
+    def is_unix_socket(self) -> bool:
+        return self.host.startswith("/")
+
+    def describe(self) -> str:
+        """Where the database is, for messages: ``host:port/dbname`` (no user, no password)."""
+        return f"{self.host}:{self.port}/{self.dbname}"
+
+    def conninfo(self, *, connect_timeout_s: int | None = None) -> str:
+        """A libpq connection string for psycopg."""
+        timeout_s = self.connect_timeout_s if connect_timeout_s is None else connect_timeout_s
+        return make_conninfo(
+            host=self.host,
+            port=str(self.port),
+            dbname=self.dbname,
+            user=self.user,
+            password=self.password,
+            connect_timeout=str(max(_CONNECT_TIMEOUT_MIN_S, timeout_s)),
+            application_name="pitboss",
+        )
+
+    def url(self) -> str:
+        """The settings as a ``postgresql://`` URL, password included: for child processes only."""
+        return _format_url(self, quote(self.password, safe="") if self.password else "")
+
+    def masked(self) -> str:
+        """The settings as a ``postgresql://`` URL with the password replaced by ``***``."""
+        return _format_url(self, _MASK)
+
+    def eventsourcing_env(self) -> dict[str, str]:
+        """The environment for an ``eventsourcing.application.Application`` on this database."""
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "POSTGRES_DBNAME": self.dbname,
+            "POSTGRES_HOST": self.host,
+            "POSTGRES_PORT": str(self.port),
+            "POSTGRES_USER": self.user,
+            # An empty password is fine: eventsourcing 9.5.6 only refuses a missing key.
+            "POSTGRES_PASSWORD": self.password,
+            "POSTGRES_CONNECT_TIMEOUT": str(self.connect_timeout_s),
+            "POSTGRES_LOCK_TIMEOUT": str(self.lock_timeout_s),
+            "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": str(self.idle_in_transaction_timeout_s),
+            "POSTGRES_POOL_SIZE": str(self.pool_size),
+            "POSTGRES_MAX_OVERFLOW": str(self.pool_max_overflow),
+            "POSTGRES_MAX_WAITING": str(self.pool_max_waiting),
+            "POSTGRES_CONN_MAX_AGE": str(self.pool_conn_max_age_s),
+            # A pooled connection may outlive a database restart; check it before use.
+            "POSTGRES_PRE_PING": "y",
+            # Never the database functions: their insert skips the table lock, so notification
+            # ids could commit out of order. Set explicitly so a stray variable cannot enable it.
+            "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
+        }
+
+
+def _format_url(settings: DatabaseSettings, password_part: str) -> str:
+    userinfo = quote(settings.user, safe="")
+    if password_part:
+        userinfo += ":" + password_part
+    path = "/" + quote(settings.dbname, safe="")
+    if settings.is_unix_socket:
+        query = "host=" + quote(settings.host, safe="/")
+        if settings.port != DEFAULT_PORT:
+            query += f"&port={settings.port}"
+        return f"postgresql://{userinfo}@{path}?{query}"
+    host = f"[{settings.host}]" if ":" in settings.host else quote(settings.host, safe="")
+    return f"postgresql://{userinfo}@{host}:{settings.port}{path}"
+
+
+# --- parsing ---------------------------------------------------------------------------------
+
+
+def parse_database_url(url: str, *, variable: str = "DATABASE_URL") -> DatabaseSettings:
+    """Parse a ``postgresql://`` or ``postgres://`` URL; messages never repeat the URL itself."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        raise DatabaseConfigError(f"{variable} is not a valid URL") from None
+    if parts.scheme not in _URL_SCHEMES:
+        raise DatabaseConfigError(f"{variable} must start with postgresql:// or postgres://")
+    if "#" in url:
+        raise DatabaseConfigError(
+            f"{variable} must not contain '#': percent-encode it (%23) in the password"
+        )
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    raw_user, _, raw_password = userinfo.partition(":")
+    host, port = _parse_hostport(hostport, variable)
+    values: dict[str, str] = {
+        "user": unquote(raw_user),
+        "password": unquote(raw_password),
+        "host": host,
+        "port": port,
+        "dbname": _parse_dbname(parts.path, variable),
+    }
+    values.update(_parse_query(parts.query, variable))
+    if not values["user"]:
+        raise DatabaseConfigError(f"{variable} names no user")
+    if not values["host"]:
+        raise DatabaseConfigError(f"{variable} names no host (give host:port or ?host=/socket/dir)")
+    return DatabaseSettings(
+        host=values["host"],
+        port=_parse_port(values["port"], variable),
+        dbname=values["dbname"] or values["user"],
+        user=values["user"],
+        password=values["password"],
+        source="DATABASE_URL",
+    )
+
+
+def _parse_hostport(hostport: str, variable: str) -> tuple[str, str]:
+    if hostport.startswith("["):
+        host, closed, rest = hostport[1:].partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            raise DatabaseConfigError(f"{variable} has a malformed [IPv6] host")
+        return host, rest[1:]
+    host, _, port = hostport.partition(":")
+    if "," in hostport:
+        raise DatabaseConfigError(f"{variable} names several hosts; give exactly one")
+    return unquote(host), port
+
+
+def _parse_dbname(path: str, variable: str) -> str:
+    raw = path.removeprefix("/")
+    # An unencoded '/' or '@' here usually means a password with special characters that
+    # was not percent-encoded, so part of it ended up in the path: refuse, and show none of it.
+    if "/" in raw or "@" in raw:
+        raise DatabaseConfigError(
+            f"{variable} has '/' or '@' in its database name: percent-encode special "
+            "characters in the user name and password"
+        )
+    return unquote(raw)
+
+
+def _parse_query(query: str, variable: str) -> dict[str, str]:
+    # A '?' inside an unencoded password moves the rest of the URL, '@host' included, into
+    # the query: refuse that without repeating any of it. Past this check no part of the
+    # query can come from the password, so parameter names may be quoted back.
+    if "@" in query:
+        raise DatabaseConfigError(
+            f"{variable} has '@' after '?': percent-encode special characters in the password"
+        )
+    values: dict[str, str] = {}
+    for item in query.split("&") if query else ():
+        key, equals, value = item.partition("=")
+        if not equals:
+            raise DatabaseConfigError(f"{variable} has a malformed query string")
+        if key not in _URL_QUERY_KEYS:
+            raise DatabaseConfigError(
+                f"{variable} parameter {key!r} is not supported (supported: "
+                f"{', '.join(sorted(_URL_QUERY_KEYS))}; use libpq's PG* variables for others)"
+            )
+        values[key] = unquote(value)
+    return values
+
+
+def _parse_port(text: str, variable: str) -> int:
+    if not text:
+        return DEFAULT_PORT
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 65535:
+        raise DatabaseConfigError(f"{variable}: the port must be a number in 1..65535")
+    return int(text)
+
+
+def _from_postgres_variables(environ: Mapping[str, str]) -> DatabaseSettings:
+    required = ("POSTGRES_HOST", "POSTGRES_DBNAME", "POSTGRES_USER")
+    missing = [name for name in required if not environ.get(name)]
+    if missing:
+        raise DatabaseConfigError(
+            "the POSTGRES_* configuration is incomplete: set "
+            + ", ".join(missing)
+            + " (or set DATABASE_URL instead)"
+        )
+    return DatabaseSettings(
+        host=environ["POSTGRES_HOST"],
+        port=_parse_port(environ.get("POSTGRES_PORT", ""), "POSTGRES_PORT"),
+        dbname=environ["POSTGRES_DBNAME"],
+        user=environ["POSTGRES_USER"],
+        password=environ.get("POSTGRES_PASSWORD", ""),
+        source="POSTGRES_*",
+    )
+
+
+def _limits_from(environ: Mapping[str, str]) -> dict[str, Any]:
+    limits: dict[str, Any] = {}
+    for name, (variable, _) in _LIMIT_VARIABLES.items():
+        text = environ.get(variable, "").strip()
+        if not text:
+            continue
+        if not (text.isascii() and text.isdigit()):
+            raise DatabaseConfigError(f"{variable} must be a whole number, not {text!r}")
+        limits[name] = int(text)
+    return limits
+
+
+def external_database_configured(environ: Mapping[str, str]) -> bool:
+    """True when ``DATABASE_URL`` or any ``POSTGRES_*`` connection variable is set."""
+    return bool(environ.get("DATABASE_URL", "").strip()) or any(
+        environ.get(name) for name in POSTGRES_VARIABLES
+    )
+
+
+def resolve_database(
+    environ: Mapping[str, str] = os.environ,
+    data_dir: Path | str | None = None,
+) -> DatabaseSettings:
+    """Choose the database (see the module docstring), starting the embedded one if needed.
+
+    ``data_dir`` overrides ``PITBOSS_DATA_DIR`` for the embedded server.
+    """
+    url = environ.get("DATABASE_URL", "").strip()
+    if url:
+        settings = parse_database_url(url)
+    elif external_database_configured(environ):
+        settings = _from_postgres_variables(environ)
+    else:
+        folder = data_dir if data_dir is not None else environ.get("PITBOSS_DATA_DIR", "")
+        settings = start_embedded(folder or DEFAULT_DATA_DIR)
+    settings = replace(settings, **_limits_from(environ))
+    logger.info("database: %s (from %s)", settings.masked(), settings.source)
+    return settings
+
+
+# --- the embedded server ---------------------------------------------------------------------
+
+
+def embedded_data_dir(data_dir: Path | str) -> Path:
+    """The absolute data folder, refused when its socket path would be too long."""
+    path = Path(data_dir).expanduser().resolve()
+    socket_path = path / _SOCKET_NAME
+    if len(os.fsencode(socket_path)) > SOCKET_PATH_MAX_BYTES:
+        raise DatabaseConfigError(
+            f"the embedded PostgreSQL data folder {path} is too deep: its socket path would be "
+            f"{len(os.fsencode(socket_path))} bytes (at most {SOCKET_PATH_MAX_BYTES}); "
+            "set PITBOSS_DATA_DIR to a shorter path"
+        )
+    return path
+
+
+def start_embedded(data_dir: Path | str) -> DatabaseSettings:
+    """Start (or reuse) the embedded server in ``data_dir``; it keeps running after exit."""
+    path = embedded_data_dir(data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pgserver = _import_pgserver()
+    try:
+        with _quiet_runtime_dir_warning():
+            # cleanup_mode=None: the server outlives this process, so the next start (or a
+            # gunicorn worker) reuses it and its data instead of paying for a restart.
+            server = pgserver.get_server(path, cleanup_mode=None)
+            uri: str = server.get_uri()
+    except Exception as exc:  # pgserver raises bare subprocess and assertion errors
+        raise DatabaseUnavailable(
+            f"the embedded PostgreSQL in {path} did not start ({type(exc).__name__}); "
+            f"see its log {path / 'log'}"
+        ) from exc
+    return replace(parse_database_url(uri), source="embedded")
+
+
+def stop_embedded(data_dir: Path | str) -> bool:
+    """Stop the embedded server in ``data_dir``; False when none was running there."""
+    path = Path(data_dir).expanduser().resolve()
+    if not (path / "PG_VERSION").exists():
+        return False
+    pgserver = _import_pgserver()
+    from pgserver.utils import PostmasterInfo
+
+    server = pgserver.PostgresServer._instances.pop(path, None)
+    if server is not None:
+        # Forget this process's handle so pgserver's exit hook has nothing left to do.
+        atexit.unregister(server._cleanup)
+        server.global_process_id_list.get_and_remove(os.getpid())
+    info = PostmasterInfo.read_from_pgdata(path)
+    if info is None or not info.is_running():
+        return False
+    pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=path, user=_postgres_system_user())
+    logger.debug("stopped the embedded PostgreSQL in %s", path)
+    return True
+
+
+def _postgres_system_user() -> str | None:
+    return _PGSERVER_SYSTEM_USER if hasattr(os, "geteuid") and os.geteuid() == 0 else None
+
+
+def _import_pgserver() -> Any:  # pgserver carries no annotations
+    with _quiet_runtime_dir_warning():
+        import pgserver
+    return pgserver
+
+
+@contextmanager
+def _quiet_runtime_dir_warning() -> Iterator[None]:
+    # pgserver asks platformdirs for a runtime folder (for its lock file) at import time;
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI) and falls back to a
+    # private folder under /tmp, which is fine for a lock file.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR", category=UserWarning)
+        yield
+
+
+# --- reachability ----------------------------------------------------------------------------
+
+
+def check_database(settings: DatabaseSettings, timeout_s: float = 2.0) -> None:
+    """Connect and run ``select 1``; raise :class:`DatabaseUnavailable` if that fails."""
+    timeout_ms = max(1, math.ceil(timeout_s * 1000))
+    conninfo = settings.conninfo(connect_timeout_s=math.ceil(timeout_s))
+    try:
+        with psycopg.connect(
+            conninfo, autocommit=True, options=f"-c statement_timeout={timeout_ms}"
+        ) as conn:
+            conn.execute("select 1").fetchone()
+    except psycopg.Error as exc:
+        reason = _first_line(str(exc))
+        if settings.password:
+            reason = reason.replace(settings.password, _MASK)
+        raise DatabaseUnavailable(
+            f"PostgreSQL at {settings.describe()} is unavailable: {reason}"
+        ) from None
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "no reason given"

@@ -1,0 +1,41 @@
+"""``GET /healthz``: is the service up, and does its database answer?"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Response, current_app
+from flask.views import MethodView
+from flask_smorest import Blueprint
+from marshmallow import Schema, fields
+
+from api.database import DatabaseSettings, DatabaseUnavailable, check_database
+from api.problems import PROBLEM_JSON, ProblemSchema, problem
+
+blp = Blueprint("health", __name__, description="Liveness and database reachability.")
+
+
+class HealthSchema(Schema):
+    status = fields.String(required=True, metadata={"description": 'Always "ok".'})
+    database = fields.String(
+        required=True, metadata={"description": "The database URL, password masked."}
+    )
+
+
+@blp.route("/healthz")
+class Health(MethodView):
+    @blp.response(200, HealthSchema)
+    @blp.alt_response(
+        503,
+        schema=ProblemSchema,
+        content_type=PROBLEM_JSON,
+        description="The database does not answer.",
+    )
+    def get(self) -> dict[str, Any] | Response:
+        """Answer 200 when the database runs ``select 1`` within the timeout, else 503."""
+        settings: DatabaseSettings = current_app.config["DATABASE"]
+        try:
+            check_database(settings, timeout_s=current_app.config["HEALTH_DB_TIMEOUT_S"])
+        except DatabaseUnavailable as exc:
+            return problem(503, "Database unavailable", str(exc))
+        return {"status": "ok", "database": settings.masked()}

@@ -1,0 +1,31 @@
+"""gunicorn settings for the pitboss API (``gunicorn -c deploy/gunicorn.conf.py``).
+
+``pitboss serve`` passes ``--bind`` and ``--workers`` on the command line, which take
+precedence; the variables below serve a bare ``gunicorn`` start (e.g. in a container).
+"""
+
+import os
+
+wsgi_app = "api.wsgi:app"
+bind = f"{os.environ.get('PITBOSS_HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}"
+workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+worker_class = "sync"
+
+# Limits: a request is a small JSON command; nothing should take long.
+timeout = int(os.environ.get("GUNICORN_TIMEOUT_S", "30"))
+graceful_timeout = 30
+keepalive = 5
+limit_request_line = 4094
+limit_request_fields = 100
+limit_request_field_size = 8190
+# Recycle workers now and then so a slow leak cannot grow without bound.
+max_requests = 10_000
+max_requests_jitter = 1_000
+
+accesslog = "-"
+errorlog = "-"
+loglevel = os.environ.get("PITBOSS_LOG_LEVEL", "info").lower()
+
+# No runtime control socket: its default path (~/.gunicorn/gunicorn.ctl) is shared by every
+# instance of the user, and pitboss does not use gunicornc.
+control_socket_disable = True

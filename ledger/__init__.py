@@ -1,0 +1,1 @@
+"""The blackjack domain: cards, shoe, rules, settlement and the event-sourced aggregates."""

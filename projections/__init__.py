@@ -1,0 +1,1 @@
+"""The read side: balances, round index and table/day reports built from the event log."""

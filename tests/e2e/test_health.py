@@ -1,0 +1,64 @@
+"""``GET /healthz`` over HTTP (the Flask test client)."""
+
+from __future__ import annotations
+
+import pytest
+
+from api.app import create_app
+from api.database import DatabaseSettings
+from api.problems import PROBLEM_JSON
+
+
+@pytest.fixture
+def client(database):
+    return create_app({"DATABASE": database, "TESTING": True}).test_client()
+
+
+def test_healthz_answers_ok_with_the_masked_database_url(client, database):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.get_json() == {"status": "ok", "database": database.masked()}
+    assert "***" in response.get_json()["database"]
+
+
+def test_healthz_answers_503_problem_details_when_the_database_is_unreachable(unused_port):
+    settings = DatabaseSettings(
+        host="127.0.0.1", port=unused_port, dbname="x", user="bob", password="s3cret"
+    )
+    client = create_app({"DATABASE": settings, "HEALTH_DB_TIMEOUT_S": 1}).test_client()
+
+    response = client.get("/healthz")
+
+    assert response.status_code == 503
+    assert response.mimetype == PROBLEM_JSON
+    body = response.get_json(force=True)
+    assert body["type"] == "about:blank"
+    assert body["title"] == "Database unavailable"
+    assert body["status"] == 503
+    assert f"127.0.0.1:{unused_port}" in body["detail"]
+    assert "s3cret" not in response.get_data(as_text=True)
+
+
+def test_an_unknown_path_is_a_problem_details_404(client):
+    response = client.get("/no/such/thing")
+    assert response.status_code == 404
+    assert response.mimetype == PROBLEM_JSON
+    assert response.get_json(force=True)["status"] == 404
+
+
+def test_a_wrong_method_is_a_problem_details_405(client):
+    response = client.post("/healthz")
+    assert response.status_code == 405
+    assert response.mimetype == PROBLEM_JSON
+
+
+def test_the_openapi_document_describes_healthz(client):
+    response = client.get("/openapi.json")
+    assert response.status_code == 200
+    operation = response.get_json()["paths"]["/healthz"]["get"]
+    assert set(operation["responses"]) >= {"200", "503"}
+
+
+def test_create_app_refuses_a_database_that_is_not_settings():
+    with pytest.raises(TypeError, match="DatabaseSettings"):
+        create_app({"DATABASE": "postgresql://bob@db/x"})

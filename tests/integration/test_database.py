@@ -1,0 +1,145 @@
+"""The database the service runs on: the embedded server, an external one, eventsourcing on it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+import psycopg
+import pytest
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
+
+from api.database import (
+    DatabaseConfigError,
+    DatabaseUnavailable,
+    check_database,
+    resolve_database,
+    start_embedded,
+    stop_embedded,
+)
+
+
+def test_the_session_database_answers_a_query(database):
+    check_database(database, timeout_s=5)
+    with psycopg.connect(database.conninfo()) as conn:
+        row = conn.execute("select current_setting('server_version_num')::int").fetchone()
+    assert row is not None
+    assert row[0] >= 140000
+
+
+def test_the_embedded_server_is_used_when_nothing_is_configured(embedded_folder):
+    settings = resolve_database({}, data_dir=embedded_folder)
+    assert settings.source == "embedded"
+    assert settings.host == str(embedded_folder.resolve())
+    assert settings.password == ""
+    check_database(settings, timeout_s=5)
+
+
+def test_pitboss_data_dir_chooses_the_embedded_folder(embedded_folder):
+    settings = resolve_database({"PITBOSS_DATA_DIR": str(embedded_folder)})
+    assert settings.host == str(embedded_folder.resolve())
+
+
+def test_a_second_start_on_the_same_folder_reuses_the_running_server(embedded_folder):
+    first = start_embedded(embedded_folder)
+    started = _postmaster_start_time(first.conninfo())
+
+    # A second process (a restarted service, another worker) finds the server running.
+    code = "import sys; from api.database import start_embedded; print(start_embedded(sys.argv[1]))"
+    other = subprocess.run(
+        [sys.executable, "-c", code, str(embedded_folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+
+    assert other.stdout.strip() == first.masked()
+    assert _postmaster_start_time(first.conninfo()) == started
+    assert start_embedded(embedded_folder) == first
+
+
+def _postmaster_start_time(conninfo: str) -> object:
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute("select pg_postmaster_start_time()").fetchone()
+    assert row is not None
+    return row[0]
+
+
+def test_a_restart_on_the_same_folder_keeps_the_data(embedded_folder):
+    first = resolve_database({}, data_dir=embedded_folder)
+    with psycopg.connect(first.conninfo(), autocommit=True) as conn:
+        conn.execute("create table kept (n int)")
+        conn.execute("insert into kept values (21)")
+
+    assert stop_embedded(embedded_folder)
+    with pytest.raises(DatabaseUnavailable):
+        check_database(first, timeout_s=2)
+
+    again = resolve_database({}, data_dir=embedded_folder)
+    with psycopg.connect(again.conninfo()) as conn:
+        assert conn.execute("select n from kept").fetchall() == [(21,)]
+
+
+def test_stopping_a_folder_without_a_server_reports_false(embedded_folder):
+    assert not stop_embedded(embedded_folder)
+
+
+def test_an_unreachable_url_names_the_host_but_not_the_password():
+    settings = resolve_database({"DATABASE_URL": "postgresql://bob:s3cret@nohost.invalid:5432/x"})
+    with pytest.raises(DatabaseUnavailable) as caught:
+        check_database(settings, timeout_s=2)
+    message = str(caught.value)
+    assert "nohost.invalid" in message
+    assert "s3cret" not in message
+
+
+def test_a_refused_connection_names_the_port(unused_port):
+    url = f"postgresql://bob:s3cret@127.0.0.1:{unused_port}/x"
+    with pytest.raises(DatabaseUnavailable, match=f"127.0.0.1:{unused_port}/x") as caught:
+        check_database(resolve_database({"DATABASE_URL": url}), timeout_s=2)
+    assert "s3cret" not in str(caught.value)
+
+
+def test_a_malformed_url_is_a_configuration_error():
+    with pytest.raises(DatabaseConfigError, match="DATABASE_URL"):
+        resolve_database({"DATABASE_URL": "postgresql://bob:s3cret@db:notaport/x"})
+
+
+def test_the_external_path_works_with_the_embedded_server_as_its_url(database):
+    settings = resolve_database({"DATABASE_URL": database.url()})
+    assert settings.source == "DATABASE_URL"
+    check_database(settings, timeout_s=5)
+
+
+class RoundTripProbe(Aggregate):
+    @event("Created")
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.count = 0
+
+    @event("Counted")
+    def count_up(self) -> None:
+        self.count += 1
+
+
+class ProbeApplication(Application[uuid.UUID]):
+    name = "pitboss_probe"
+
+
+def test_an_eventsourcing_application_saves_and_replays_on_the_database(database):
+    app = ProbeApplication(env=database.eventsourcing_env())
+    try:
+        probe = RoundTripProbe("table 1")
+        probe.count_up()
+        app.save(probe)
+
+        stored: RoundTripProbe = app.repository.get(probe.id)
+        assert (stored.label, stored.count, stored.version) == ("table 1", 1, 2)
+        assert app.repository.get(probe.id, version=1).count == 0
+    finally:
+        app.close()
+        with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+            conn.execute("drop table if exists pitboss_probe_events")
