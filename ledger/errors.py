@@ -71,6 +71,18 @@ class Conflict(LedgerError):
     kind = "conflict"
 
 
+class RequestIdReused(LedgerError):
+    """A request id came back with different content; the first request stands."""
+
+    def __init__(self, request_id: str, command: str) -> None:
+        super().__init__(f"Request id '{request_id}' was already used for a different request "
+                         f"({command}); send a new id for a new request.", "R-M4")
+
+
+class TableClosed(LedgerError):
+    """The table is closed and starts no round."""
+
+
 class ShoeExhausted(LedgerError):
     """The shoe has no card left to deal (R-H4)."""
 

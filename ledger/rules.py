@@ -82,7 +82,7 @@ class RuleSet:
         for key in ("name", "version"):
             if key not in data:
                 raise RuleSetInvalid(key, "it is required")
-        values = {k: tuple(v) if k in RATIO_FIELDS and isinstance(v, list) else v
+        values: dict[str, Any] = {k: tuple(v) if k in RATIO_FIELDS and isinstance(v, list) else v
                   for k, v in data.items()}
         return cls(**values)
 

@@ -33,6 +33,7 @@ from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits
 
 Draw = Callable[[], tuple[Card, int]]
+_UNKNOWN = object()
 StakeKey = tuple[str, str, int, int]  # (line, bettor, box, hand)
 
 BETTING = "betting"
@@ -58,7 +59,7 @@ class Legal(NamedTuple):
 
 
 class Hand:
-    __slots__ = ("cards", "doubled", "done", "split_aces", "stakes", "status", "stood")
+    __slots__ = ("cards", "done", "doubled", "split_aces", "stakes", "status", "stood")
 
     def __init__(self, stakes: dict[str, int], cards: list[Card] | None = None) -> None:
         self.cards: list[Card] = cards or []
@@ -134,6 +135,8 @@ class RoundMachine:
         self.rulings: list[f.RulingRecorded] = []
         self._sink = sink or self.apply
         self._out: list[f.Fact] = []
+        self._turn: object = _UNKNOWN  # cache of turn(), cleared by every fact
+        self._initial_cards_left = 0
 
     # ------------------------------------------------------------------ reading
 
@@ -157,6 +160,11 @@ class RoundMachine:
 
     def turn(self) -> tuple[int, int] | None:
         """The hand whose owner must act now, left to right (R-C3, R-X4)."""
+        if self._turn is _UNKNOWN:
+            self._turn = self._find_turn()
+        return self._turn  # type: ignore[return-value]
+
+    def _find_turn(self) -> tuple[int, int] | None:
         if self.phase != PLAYING:
             return None
         for b, h, hand in self.hands_in_order():
@@ -316,7 +324,7 @@ class RoundMachine:
         self._owner_turn(player, box, hand, Play.HIT, _hit_refusal)
         self._begin()
         self._emit(f.HandHit(player=player, box=box, hand=hand))
-        return self._drawing(lambda: (self._deal_card(box, hand, draw), self._proceed(draw)))
+        return self._drawing(lambda: self._deal_then_proceed(box, hand, draw))
 
     def stand(self, player: str, box: int, hand: int, draw: Draw) -> list[f.Fact]:
         self._owner_turn(player, box, hand, Play.STAND)
@@ -333,7 +341,7 @@ class RoundMachine:
         self._begin()
         self._emit(f.HandDoubled(player=player, box=box, hand=hand, amount=h.stakes[player]))
         if self.pending is None:
-            return self._drawing(lambda: self._finish_double(box, hand, draw))
+            return self._drawing(lambda: self._deal_then_proceed(box, hand, draw))
         return self._end()
 
     def split(self, player: str, box: int, hand: int, draw: Draw) -> list[f.Fact]:
@@ -372,7 +380,7 @@ class RoundMachine:
                        else f.SplitDeclined(bettor=bettor, box=box, hand=hand))
         if self.pending is None:
             if p.kind == "double":
-                return self._drawing(lambda: self._finish_double(box, hand, draw))
+                return self._drawing(lambda: self._deal_then_proceed(box, hand, draw))
             return self._drawing(lambda: self._proceed(draw))
         return self._end()
 
@@ -625,7 +633,7 @@ class RoundMachine:
                                f"{cause_box} (R-W2)",
                         cause_box=cause_box, cause_player=cause_player))
 
-    def _finish_double(self, box: int, hand: int, draw: Draw) -> None:
+    def _deal_then_proceed(self, box: int, hand: int, draw: Draw) -> None:
         self._deal_card(box, hand, draw)
         self._proceed(draw)
 
@@ -816,6 +824,7 @@ class RoundMachine:
 
     def apply(self, fact: f.Fact) -> None:
         """Assign the state a fact describes. No checks of rules here: facts are history."""
+        self._turn = _UNKNOWN
         _APPLY[type(fact)](self, fact)
 
     def _on_stake_placed(self, e: f.StakePlaced) -> None:
@@ -839,6 +848,7 @@ class RoundMachine:
     def _on_betting_closed(self, e: f.BettingClosed) -> None:
         self.phase = DEALING
         self.box_order = list(e.boxes)
+        self._initial_cards_left = 2 * len(e.boxes) + (2 if self.rules.dealer_hole_card else 1)
         for number in self.box_order:
             b = self.boxes[number]
             b.hands = [Hand(dict(b.initial))]
@@ -861,17 +871,14 @@ class RoundMachine:
             if self.phase == PLAYING:
                 self.window_open = False
                 _after_card(hand)
-        if self.phase == DEALING and self._initial_deal_done():
+        if self.phase == DEALING:
+            self._initial_cards_left -= 1
+        if self.phase == DEALING and not self._initial_cards_left:
             self.phase = PLAYING
             self.window_open = True
-            for b, _, hand in self.hands_in_order():
+            for _, _, hand in self.hands_in_order():
                 if hand_total(hand.cards)[0] == 21:  # naturals and wild cards (R-G4, R-W1)
                     hand.done = True
-
-    def _initial_deal_done(self) -> bool:
-        need = 2 if self.rules.dealer_hole_card else 1
-        return len(self.dealer) == need and all(
-            len(self.boxes[n].hands[0].cards) == 2 for n in self.box_order)
 
     def _on_hole_revealed(self, e: f.HoleCardRevealed) -> None:
         self.hole_revealed = True
@@ -999,7 +1006,7 @@ class RoundMachine:
 
     def view(self, reveal_hole: bool = False) -> dict[str, Any]:
         """The round as a terminal or a replay shows it (never the shoe)."""
-        dealer = list(self.dealer)
+        dealer: list[str] = list(self.dealer)
         if dealer and not (self.hole_revealed or reveal_hole):
             dealer[0] = "hidden"
         boxes = []
@@ -1098,4 +1105,4 @@ _APPLY: dict[type, Callable[[RoundMachine, Any], None]] = {
     f.RulingRecorded: RoundMachine._on_ruling,
 }
 
-__all__ = ["Draw", "Legal", "LedgerError", "RoundMachine", "payout"]
+__all__ = ["Draw", "Legal", "LedgerError", "RoundMachine", "payout"]  # noqa: RUF022

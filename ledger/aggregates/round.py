@@ -1,0 +1,124 @@
+"""A round as immutable events: the rules engine's facts, each with who asked and why.
+
+The round aggregate wraps a :class:`~ledger.engine.machine.RoundMachine`. Its
+commands run the machine's commands; every fact the machine decides becomes one
+stored event of the same name (``pitboss:Round.CardDealt``...) with the fact's
+fields plus ``actor`` and ``request_id`` (and ``shoe_id`` on cards, R-H3). Each
+event's ``apply`` hands the fact back to the machine, so the state at any
+version is the machine fed with the facts up to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, ClassVar
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+from eventsourcing.utils import register_topic
+
+from ledger.engine import facts as f
+from ledger.engine.machine import RoundMachine
+from ledger.rules import RuleSet, TableLimits
+
+CARD_FACTS = (f.CardDealt, f.WildCardDrawn)
+
+
+class Round(Aggregate):
+    TOPIC = "pitboss:Round"
+
+    class Created(Aggregate.Created):
+        """A round started at a table under the rule set in force (R-S1): the rules in full,
+        their content hash, the table limits and the shoe it deals from."""
+
+        TOPIC = "pitboss:Round.Created"
+        table_id: UUID
+        round_no: int
+        shoe_id: UUID
+        rules: dict[str, Any]
+        rules_hash: str
+        limits: dict[str, int]
+        actor: str
+        request_id: str
+
+    class Recorded(Aggregate.Event):
+        """Base of the events that carry one fact of the rules engine."""
+
+        TOPIC = "pitboss:Round.Recorded"
+        actor: str
+        request_id: str
+        fact_class = f.Fact  # each concrete event class names its own
+
+        def fact(self) -> f.Fact:
+            cls = self.fact_class
+            return cls(**{name: getattr(self, name) for name in cls.__dataclass_fields__})
+
+        def apply(self, round_: Round) -> None:
+            round_.machine.apply(self.fact())
+
+    EVENT_FOR_FACT: ClassVar[dict[type[f.Fact], type[Recorded]]] = {}
+
+    def __init__(self, table_id: UUID, round_no: int, shoe_id: UUID, rules: dict[str, Any],
+                 rules_hash: str, limits: dict[str, int], actor: str, request_id: str) -> None:
+        self.table_id = table_id
+        self.round_no = round_no
+        self.shoe_id = shoe_id
+        self.rules_hash = rules_hash
+        self.machine = RoundMachine(RuleSet.from_dict(rules), TableLimits.from_dict(limits))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Round:
+        # The repository copies cached aggregates; rebuilding from the facts would be slower
+        # than copying, but copying the machine's plain objects is what deepcopy does anyway.
+        clone = object.__new__(Round)
+        memo[id(self)] = clone
+        for key, value in self.__dict__.items():
+            setattr(clone, key, _copy.deepcopy(value, memo))
+        return clone
+
+    def act(self, actor: str, request_id: str, now: datetime,
+            command: Callable[[RoundMachine], list[f.Fact]]) -> list[f.Fact]:
+        """Run one machine command, recording each fact it decides as an event."""
+        machine = self.machine
+
+        def record(fact: f.Fact) -> None:
+            extra: dict[str, Any] = {"actor": actor, "request_id": request_id, "timestamp": now}
+            if isinstance(fact, CARD_FACTS):
+                extra["shoe_id"] = self.shoe_id
+            self.trigger_event(self.EVENT_FOR_FACT[type(fact)], **fact.to_dict(), **extra)
+
+        machine._sink = record
+        try:
+            return command(machine)
+        finally:
+            machine._sink = machine.apply
+
+
+def _define_fact_events() -> None:
+    """One event class per fact class, fields taken from the fact (one source of truth)."""
+    fact_classes = [v for v in vars(f).values()
+                    if isinstance(v, type) and issubclass(v, f.Fact) and v is not f.Fact]
+    for fact_class in fact_classes:
+        name = fact_class.__name__
+        annotations = {fl.name: fl.type for fl in dataclasses.fields(fact_class)}
+        if fact_class in CARD_FACTS:
+            annotations["shoe_id"] = "UUID"
+        topic = f"pitboss:Round.{name}"
+        namespace: dict[str, Any] = {
+            "__annotations__": annotations,
+            "__module__": __name__,
+            "__qualname__": f"Round.{name}",
+            "__doc__": fact_class.__doc__,
+            "TOPIC": topic,
+            "fact_class": fact_class,
+        }
+        event_class = type(name, (Round.Recorded,), namespace)
+        register_topic(topic, event_class)
+        setattr(Round, name, event_class)
+        Round.EVENT_FOR_FACT[fact_class] = event_class
+
+
+import copy as _copy  # noqa: E402  (used by Round.__deepcopy__)
+
+_define_fact_events()

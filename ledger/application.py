@@ -1,0 +1,673 @@
+"""The GameLedger application: every use case of a casino's blackjack tables.
+
+Each use case loads what it needs, lets the rules engine decide, and saves every
+aggregate it touched, with the request's receipt, in one ``save()`` (one
+transaction): a stake and its hold, a card and the shoe's position, a
+settlement and its postings commit together or not at all.
+
+Idempotency: every mutating use case takes the client's request id. The receipt
+saved with the effects makes a repeat fail on its primary key; the ledger then
+answers with the first result, or refuses when the content differs.
+
+Concurrency: the event table's primary key is the optimistic lock. A command
+that lost a race on its round gets :class:`~ledger.errors.Conflict` and changed
+nothing; a race lost only on an account (another table settling for the same
+player) is retried a bounded number of times, since the round decision stands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import IntegrityError
+
+from ledger.aggregates import ids
+from ledger.aggregates.account import HOUSE, PLAYER, Account
+from ledger.aggregates.receipt import Receipt
+from ledger.aggregates.round import Round
+from ledger.aggregates.shoe import ShoeRecord
+from ledger.aggregates.table import Table
+from ledger.cards import Card
+from ledger.engine import facts as f
+from ledger.engine.machine import SETTLED, VOIDED, Draw, RoundMachine
+from ledger.engine.readjudicate import readjudicate
+from ledger.errors import (
+    BetRefused,
+    Conflict,
+    DealRefused,
+    DecisionRefused,
+    LedgerError,
+    NotFound,
+    RequestIdReused,
+    TableClosed,
+)
+from ledger.money import HOUSE as HOUSE_KEY
+from ledger.money import net_movements
+from ledger.rules import RuleSet, TableLimits
+from ledger.sealing import SCHEME, ShoeSealer
+from ledger.shoe import Shoe, commitment, fresh_order, new_salt
+
+A = TypeVar("A", bound=Aggregate)
+Clock = Callable[[], datetime]
+Result = dict[str, Any]
+
+RETRIES_MAX = 3
+REQUEST_ID_MAX_CHARS = 128
+NAME_MAX_CHARS = 64
+PAGE_SIZE_MAX = 500
+ORDER_CACHE_SIZE = 64
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class GameLedger(Application[UUID]):
+    """Runs tables and records everything that happens at them."""
+
+    name = "Ledger"
+    snapshotting_intervals = {Account: 200}  # noqa: RUF012 (the library reads a dict)
+    env = {  # noqa: RUF012
+        "AGGREGATE_CACHE_MAXSIZE": "2000",
+        "AGGREGATE_CACHE_FASTFORWARD": "y",
+    }
+
+    def __init__(self, env: dict[str, str] | None = None, *, shoe_key: bytes,
+                 clock: Clock = utc_now,
+                 randbelow: Callable[[int], int] = secrets.randbelow) -> None:
+        super().__init__(env=env)
+        self._sealer = ShoeSealer(shoe_key)
+        self._clock = clock
+        self._randbelow = randbelow
+        self._orders: OrderedDict[UUID, list[Card]] = OrderedDict()
+
+    # ------------------------------------------------------------------ tables
+
+    def open_table(self, request_id: str, actor: str, name: str, rules: RuleSet,
+                   limits: TableLimits | None = None, currency: str = "EUR") -> UUID:
+        """Open a table under a rule set and its limits (R-S1, R-X15)."""
+        _check_name("table name", name)
+        _check_currency(currency)
+        limits = limits or TableLimits()
+        table_id = ids.table_id(name)
+        payload = {"name": name, "rules": rules.to_dict(), "limits": limits.to_dict(),
+                   "currency": currency}
+
+        def body() -> tuple[Result, list[Aggregate]]:
+            if self._exists(table_id):
+                raise BetRefused(f"A table named '{name}' already exists.", "R-S1")
+            table = Table._create(Table.Created, id=table_id, timestamp=self._clock(),
+                                  name=name, currency=currency, rules=rules.to_dict(),
+                                  rules_hash=rules.content_hash, limits=limits.to_dict(),
+                                  actor=actor, request_id=request_id)
+            house = Account._create(Account.Created, id=ids.house_id(table_id),
+                                    timestamp=self._clock(), owner=f"house:{name}", kind=HOUSE,
+                                    currency=currency, actor=actor, request_id=request_id)
+            return {"table_id": str(table_id)}, [table, house]
+
+        return UUID(self._run(request_id, actor, "open_table", payload, body)["table_id"])
+
+    def change_rules(self, request_id: str, actor: str, table_id: UUID, rules: RuleSet,
+                     limits: TableLimits, reason: str) -> None:
+        """New rules for future rounds only (R-S1)."""
+        payload = {"table_id": str(table_id), "rules": rules.to_dict(),
+                   "limits": limits.to_dict(), "reason": reason}
+
+        def body() -> tuple[Result, list[Aggregate]]:
+            table = self._get(Table, table_id, "table")
+            table.trigger_event(Table.RulesChanged, rules=rules.to_dict(),
+                                rules_hash=rules.content_hash, limits=limits.to_dict(),
+                                reason=reason, actor=actor, request_id=request_id,
+                                timestamp=self._clock())
+            return {"table_id": str(table_id), "rules_hash": rules.content_hash}, [table]
+
+        self._run(request_id, actor, "change_rules", payload, body)
+
+    def close_table(self, request_id: str, actor: str, table_id: UUID, reason: str) -> None:
+        """Close a table between rounds; its shoe retires and is revealed (R-H2)."""
+        def body() -> tuple[Result, list[Aggregate]]:
+            table = self._get(Table, table_id, "table")
+            if not table.open:
+                raise TableClosed(f"Table {table.name} is already closed.", "R-V1")
+            self._require_no_round_in_play(table)
+            touched: list[Aggregate] = [table]
+            if table.shoe_id is not None:
+                touched += self._retire_shoe(table.shoe_id, "table closed", actor, request_id)
+            table.trigger_event(Table.Closed, reason=reason, actor=actor,
+                                request_id=request_id, timestamp=self._clock())
+            return {"table_id": str(table_id)}, touched
+
+        self._run(request_id, actor, "close_table",
+                  {"table_id": str(table_id), "reason": reason}, body)
+
+    def reopen_table(self, request_id: str, actor: str, table_id: UUID) -> None:
+        def body() -> tuple[Result, list[Aggregate]]:
+            table = self._get(Table, table_id, "table")
+            if table.open:
+                raise DecisionRefused(f"Table {table.name} is open already.", "R-V1")
+            table.trigger_event(Table.Reopened, actor=actor, request_id=request_id,
+                                timestamp=self._clock())
+            return {"table_id": str(table_id)}, [table]
+
+        self._run(request_id, actor, "reopen_table", {"table_id": str(table_id)}, body)
+
+    def start_round(self, request_id: str, actor: str, table_id: UUID) -> UUID:
+        """A new round under the table's rules in force; a new shoe first if the cut card
+        is out or the rules ask for another shoe (R-H4, R-S1)."""
+        def body() -> tuple[Result, list[Aggregate]]:
+            table = self._get(Table, table_id, "table")
+            if not table.open:
+                raise TableClosed(f"Table {table.name} is closed.", "R-S1")
+            self._require_no_round_in_play(table)
+            rules = table.rule_set()
+            touched: list[Aggregate] = [table]
+            shoe_id = table.shoe_id
+            if shoe_id is None or self._shoe_needs_replacing(shoe_id, rules):
+                if shoe_id is not None:
+                    touched += self._retire_shoe(shoe_id, "cut card reached", actor,
+                                                 request_id)
+                new_shoe = self._new_shoe(table, rules, actor, request_id)
+                touched.append(new_shoe)
+                shoe_id = new_shoe.id
+            round_no = table.round_count + 1
+            round_id = ids.round_id(table_id, round_no)
+            now = self._clock()
+            round_ = Round._create(Round.Created, id=round_id, timestamp=now, table_id=table_id,
+                                   round_no=round_no, shoe_id=shoe_id, rules=table.rules,
+                                   rules_hash=table.rules_hash, limits=table.limits,
+                                   currency=table.currency, actor=actor, request_id=request_id)
+            table.trigger_event(Table.RoundStarted, round_id=round_id, round_no=round_no,
+                                shoe_id=shoe_id, actor=actor, request_id=request_id,
+                                timestamp=now)
+            return {"round_id": str(round_id), "round_no": round_no}, [*touched, round_]
+
+        result = self._run(request_id, actor, "start_round", {"table_id": str(table_id)}, body)
+        return UUID(result["round_id"])
+
+    # ---------------------------------------------------------------- accounts
+
+    def open_account(self, request_id: str, actor: str, player: str,
+                     currency: str = "EUR") -> UUID:
+        _check_name("player id", player)
+        _check_currency(currency)
+        account_id = ids.account_id(player)
+
+        def body() -> tuple[Result, list[Aggregate]]:
+            if self._exists(account_id):
+                raise BetRefused(f"Player {player} already has an account.", "R-M3")
+            account = Account._create(Account.Created, id=account_id, timestamp=self._clock(),
+                                      owner=player, kind=PLAYER, currency=currency,
+                                      actor=actor, request_id=request_id)
+            return {"account_id": str(account_id)}, [account]
+
+        result = self._run(request_id, actor, "open_account",
+                           {"player": player, "currency": currency}, body)
+        return UUID(result["account_id"])
+
+    def buy_in(self, request_id: str, actor: str, player: str, amount: int) -> Result:
+        return self._cashier(request_id, actor, player, amount, Account.buy_in, "buy_in")
+
+    def cash_out(self, request_id: str, actor: str, player: str, amount: int) -> Result:
+        return self._cashier(request_id, actor, player, amount, Account.cash_out, "cash_out")
+
+    def _cashier(self, request_id: str, actor: str, player: str, amount: int,
+                 move: Callable[[Account, int, str, str, datetime], None],
+                 command: str) -> Result:
+        def body() -> tuple[Result, list[Aggregate]]:
+            account = self._account(player)
+            move(account, amount, actor, request_id, self._clock())
+            return {"player": player, **account.summary()}, [account]
+
+        return self._run(request_id, actor, command, {"player": player, "amount": amount}, body,
+                         retries=RETRIES_MAX)
+
+    # ------------------------------------------------------------------ rounds
+
+    def place_stake(self, request_id: str, actor: str, round_id: UUID, bettor: str, box: int,
+                    amount: int) -> Result:
+        self._account(bettor)  # NotFound before anything else
+        return self._play(request_id, actor, round_id, "place_stake",
+                          {"bettor": bettor, "box": box, "amount": amount},
+                          lambda m, d: m.place_stake(bettor, box, amount))
+
+    def withdraw_stake(self, request_id: str, actor: str, round_id: UUID, bettor: str,
+                       box: int) -> Result:
+        return self._play(request_id, actor, round_id, "withdraw_stake",
+                          {"bettor": bettor, "box": box},
+                          lambda m, d: m.withdraw_stake(bettor, box))
+
+    def deal(self, request_id: str, actor: str, round_id: UUID) -> Result:
+        """Close betting and make the initial deal (R-C8, R-G2)."""
+        return self._play(request_id, actor, round_id, "deal", {},
+                          lambda m, d: m.close_betting(d))
+
+    def hit(self, request_id: str, actor: str, round_id: UUID, player: str, box: int,
+            hand: int = 0) -> Result:
+        return self._play(request_id, actor, round_id, "hit",
+                          {"player": player, "box": box, "hand": hand},
+                          lambda m, d: m.hit(player, box, hand, d))
+
+    def stand(self, request_id: str, actor: str, round_id: UUID, player: str, box: int,
+              hand: int = 0) -> Result:
+        return self._play(request_id, actor, round_id, "stand",
+                          {"player": player, "box": box, "hand": hand},
+                          lambda m, d: m.stand(player, box, hand, d))
+
+    def double(self, request_id: str, actor: str, round_id: UUID, player: str, box: int,
+               hand: int = 0) -> Result:
+        return self._play(request_id, actor, round_id, "double",
+                          {"player": player, "box": box, "hand": hand},
+                          lambda m, d: m.double(player, box, hand, d))
+
+    def split(self, request_id: str, actor: str, round_id: UUID, player: str, box: int,
+              hand: int = 0) -> Result:
+        return self._play(request_id, actor, round_id, "split",
+                          {"player": player, "box": box, "hand": hand},
+                          lambda m, d: m.split(player, box, hand, d))
+
+    def answer(self, request_id: str, actor: str, round_id: UUID, bettor: str, box: int,
+               hand: int, match: bool) -> Result:
+        """A co-bettor matches or declines the owner's double or split (R-C4)."""
+        return self._play(request_id, actor, round_id, "answer",
+                          {"bettor": bettor, "box": box, "hand": hand, "match": match},
+                          lambda m, d: m.answer(bettor, box, hand, match, d))
+
+    def surrender(self, request_id: str, actor: str, round_id: UUID, player: str,
+                  box: int) -> Result:
+        return self._play(request_id, actor, round_id, "surrender",
+                          {"player": player, "box": box},
+                          lambda m, d: m.surrender(player, box))
+
+    def insure(self, request_id: str, actor: str, round_id: UUID, bettor: str,
+               amount: int) -> Result:
+        return self._play(request_id, actor, round_id, "insure",
+                          {"bettor": bettor, "amount": amount},
+                          lambda m, d: m.insure(bettor, amount))
+
+    def even_money(self, request_id: str, actor: str, round_id: UUID, bettor: str,
+                   box: int) -> Result:
+        return self._play(request_id, actor, round_id, "even_money",
+                          {"bettor": bettor, "box": box},
+                          lambda m, d: m.take_even_money(bettor, box))
+
+    def play_dealer(self, request_id: str, actor: str, round_id: UUID) -> Result:
+        return self._play(request_id, actor, round_id, "play_dealer", {},
+                          lambda m, d: m.play_dealer(d))
+
+    def settle(self, request_id: str, actor: str, round_id: UUID) -> Result:
+        return self._play(request_id, actor, round_id, "settle", {}, lambda m, d: m.settle())
+
+    def void(self, request_id: str, actor: str, round_id: UUID, reason: str) -> Result:
+        """R-V1, R-X13: a manager voids an unfinished round; every stake is returned."""
+        return self._play(request_id, actor, round_id, "void", {"reason": reason},
+                          lambda m, d: m.void(reason))
+
+    def record_ruling(self, request_id: str, actor: str, round_id: UUID, reason: str,
+                      corrects: list[int], adjustments: dict[str, int]) -> Result:
+        """R-V2: a ruling on a settled round, moving money by compensating entries."""
+        return self._play(request_id, actor, round_id, "record_ruling",
+                          {"reason": reason, "corrects": corrects, "adjustments": adjustments},
+                          lambda m, d: m.record_ruling(reason, corrects, adjustments))
+
+    def _play(self, request_id: str, actor: str, round_id: UUID, command: str,
+              payload: dict[str, Any],
+              decide: Callable[[RoundMachine, Draw], list[f.Fact]]) -> Result:
+        payload = {"round_id": str(round_id), **payload}
+
+        def body() -> tuple[Result, list[Aggregate]]:
+            round_ = self._get(Round, round_id, "round")
+            shoe = _ShoeDraw(self, round_)
+            now = self._clock()
+            produced = round_.act(actor, request_id, now, lambda m: decide(m, shoe.draw))
+            touched: list[Aggregate] = [round_]
+            if shoe.record is not None and shoe.drawn:
+                shoe.record.trigger_event(ShoeRecord.CardsDrawn, round_id=round_id,
+                                          first=shoe.record.position, count=shoe.drawn,
+                                          request_id=request_id, timestamp=now)
+                touched.append(shoe.record)
+            memo = ", ".join(dict.fromkeys(type(x).__name__ for x in produced))
+            for key, moved in net_movements(produced).items():
+                account = (self._get(Account, ids.house_id(round_.table_id), "house account")
+                           if key == HOUSE_KEY else self._account(key))
+                account.post(round_id, moved.held, moved.available, memo, actor, request_id,
+                             now)
+                touched.append(account)
+            m = round_.machine
+            result = {"round_id": str(round_id), "version": round_.version, "phase": m.phase,
+                      "facts": len(produced)}
+            return result, touched
+
+        return self._run(request_id, actor, command, payload, body, guard=round_id)
+
+    # ----------------------------------------------------------------- queries
+
+    def table(self, table_id: UUID) -> dict[str, Any]:
+        return self._get(Table, table_id, "table").summary()
+
+    def table_rounds(self, table_id: UUID, *, before: int | None = None,
+                     limit: int = 50) -> list[UUID]:
+        """The table's round ids, newest first, ``limit`` at most (paged by round number)."""
+        limit = _page(limit)
+        table = self._get(Table, table_id, "table")
+        top = table.round_count if before is None else min(before - 1, table.round_count)
+        return [ids.round_id(table_id, n) for n in range(top, max(top - limit, 0), -1)]
+
+    def round_state(self, round_id: UUID, version: int | None = None) -> dict[str, Any]:
+        """The round as it stood after ``version`` (the latest when None)."""
+        try:
+            round_: Round = self.repository.get(round_id, version=version)
+        except AggregateNotFoundError:
+            raise NotFound(f"Round {round_id} has no version {version}.", "R-V1") from None
+        return _round_view(round_)
+
+    def round_events(self, round_id: UUID) -> list[dict[str, Any]]:
+        """Every event of a round, with version, time and actor. A face-down card stays
+        hidden while the round is live (R-G2)."""
+        events = list(self.events.get(round_id))
+        if not events:
+            raise NotFound(f"There is no round {round_id}.", "R-V1")
+        live = _is_live(events)
+        return [_describe(e, hide_face_down=live) for e in events]
+
+    def replay(self, round_id: UUID) -> list[dict[str, Any]]:
+        """Frame by frame: each event with the round's state right after it, in one pass."""
+        events = list(self.events.get(round_id))
+        if not events:
+            raise NotFound(f"There is no round {round_id}.", "R-V1")
+        live = _is_live(events)
+        frames = []
+        round_: Round | None = None
+        for event in events:
+            round_ = event.mutate(round_)  # type: ignore[attr-defined]
+            assert isinstance(round_, Round)
+            frames.append({"event": _describe(event, hide_face_down=live),
+                           "state": _round_view(round_)})
+        return frames
+
+    def check_round(self, round_id: UUID) -> list[str]:
+        """Re-run the rules over the recorded cards and decisions (R-S1): findings, if any."""
+        round_ = self._get(Round, round_id, "round")
+        recorded = [e.fact() for e in self.events.get(round_id)
+                    if isinstance(e, Round.Recorded)]
+        return readjudicate(round_.machine.rules, round_.machine.limits, recorded)
+
+    def balance(self, player: str) -> dict[str, Any]:
+        return self._account(player).summary()
+
+    def house(self, table_id: UUID) -> dict[str, Any]:
+        return self._get(Account, ids.house_id(table_id), "house account").summary()
+
+    def account_entries(self, player: str, *, after: int = 0,
+                        limit: int = 100) -> list[dict[str, Any]]:
+        account_id = ids.account_id(player)
+        self._account(player)
+        events = self.events.get(account_id, gt=after, limit=_page(limit))
+        return [_describe(e) for e in events]
+
+    def shoe(self, shoe_id: UUID) -> dict[str, Any]:
+        """Commitment and position; the order and salt only once retired (R-H2)."""
+        return self._get(ShoeRecord, shoe_id, "shoe").public()
+
+    def verify_shoe(self, shoe_id: UUID) -> list[str]:
+        """For a retired shoe: the reveal matches the commitment, and every card dealt from
+        the shoe was the next card of the revealed order (R-H2, R-H3). Findings, if any."""
+        record = self._get(ShoeRecord, shoe_id, "shoe")
+        public = record.public()
+        if not record.retired:
+            return ["the shoe is still live: its order is not revealed yet"]
+        findings = [] if public["verified"] else ["the reveal does not match the commitment"]
+        order = public["order"]
+        for event in self.events.get(shoe_id):
+            if not isinstance(event, ShoeRecord.CardsDrawn):
+                continue
+            dealt = [e for e in self.events.get(event.round_id)
+                     if isinstance(e, Round.Recorded) and isinstance(e.fact(), f.CardDealt)
+                     and getattr(e, "shoe_id", None) == shoe_id]
+            for card in dealt:
+                fact = card.fact()
+                assert isinstance(fact, f.CardDealt)
+                expected = order[fact.position] if 0 <= fact.position < len(order) else None
+                if expected != fact.card:
+                    findings.append(f"round {event.round_id}: position {fact.position} dealt "
+                                    f"{fact.card}, the revealed order has {expected}")
+        return findings
+
+    # --------------------------------------------------------------- internals
+
+    def _run(self, request_id: str, actor: str, command: str, payload: dict[str, Any],
+             body: Callable[[], tuple[Result, list[Aggregate]]], *, guard: UUID | None = None,
+             retries: int = 0) -> Result:
+        """Carry out a request once: answer a repeat from its receipt, refuse a reused id,
+        retry a lost race only where the guarded aggregate did not move."""
+        _check_request_id(request_id)
+        _check_name("actor", actor)
+        fingerprint = _fingerprint(command, actor, payload)
+        receipt_id = ids.receipt_id(request_id)
+        answered = self._answer(receipt_id, request_id, fingerprint)
+        if answered is not None:
+            return answered
+        for attempt in range(RETRIES_MAX + 1):
+            expected = self._version(guard) if guard is not None else None
+            result, touched = body()
+            receipt = Receipt._create(Receipt.Created, id=receipt_id, timestamp=self._clock(),
+                                      request_id=request_id, command=command,
+                                      fingerprint=fingerprint, result=result, actor=actor)
+            try:
+                self.save(*touched, receipt)
+                return result
+            except IntegrityError:
+                self._evict(touched)
+                answered = self._answer(receipt_id, request_id, fingerprint)
+                if answered is not None:
+                    return answered
+                moved = guard is not None and self._version(guard) != expected
+                if moved or attempt >= max(retries, 1 if guard is not None else 0):
+                    raise Conflict("Another request changed this first; nothing was changed. "
+                                   "Look at the current state and decide again.",
+                                   "R-V1") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _answer(self, receipt_id: UUID, request_id: str, fingerprint: str) -> Result | None:
+        try:
+            receipt: Receipt = self.repository.get(receipt_id)
+        except AggregateNotFoundError:
+            return None
+        if receipt.fingerprint != fingerprint:
+            raise RequestIdReused(request_id, receipt.command)
+        return dict(receipt.result)
+
+    def _version(self, aggregate_id: UUID) -> int:
+        events = list(self.recorder.select_events(aggregate_id, desc=True, limit=1))
+        return events[0].originator_version if events else 0
+
+    def _evict(self, touched: Sequence[Aggregate]) -> None:
+        cache = self.repository.cache
+        if cache is not None:
+            for aggregate in touched:
+                with contextlib.suppress(KeyError):
+                    cache.get(aggregate.id, evict=True)
+
+    def _exists(self, aggregate_id: UUID) -> bool:
+        return self._version(aggregate_id) > 0
+
+    def _get(self, cls: type[A], aggregate_id: UUID, what: str) -> A:
+        try:
+            aggregate: Aggregate = self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            raise NotFound(f"There is no {what} {aggregate_id}.", "R-V1") from None
+        if not isinstance(aggregate, cls):
+            raise NotFound(f"{aggregate_id} is not a {what}.", "R-V1")
+        return aggregate
+
+    def _account(self, player: str) -> Account:
+        try:
+            return self._get(Account, ids.account_id(player), "account")
+        except NotFound:
+            raise NotFound(f"Player {player} has no account; the cashier opens one.",
+                           "R-M3") from None
+
+    def _require_no_round_in_play(self, table: Table) -> None:
+        if table.round_id is None:
+            return
+        current = self._get(Round, table.round_id, "round")
+        if current.machine.phase not in (SETTLED, VOIDED):
+            raise DealRefused(f"Round {current.round_no} at table {table.name} is still in "
+                              f"play ({current.machine.phase}); settle or void it first.",
+                              "R-V1")
+
+    def _shoe_needs_replacing(self, shoe_id: UUID, rules: RuleSet) -> bool:
+        record = self._get(ShoeRecord, shoe_id, "shoe")
+        return (record.retired or record.cut_card_out or record.decks != rules.decks
+                or record.wild_cards != rules.wild_cards)
+
+    def _new_shoe(self, table: Table, rules: RuleSet, actor: str,
+                  request_id: str) -> ShoeRecord:
+        shoe_no = table.shoe_count + 1
+        shoe_id = ids.shoe_id(table.id, shoe_no)
+        order = fresh_order(rules.decks, rules.wild_cards, self._randbelow)
+        salt = new_salt()
+        shoe = Shoe(order, cut=len(order) * rules.penetration_percent // 100)
+        record = ShoeRecord._create(
+            ShoeRecord.Created, id=shoe_id, timestamp=self._clock(), table_id=table.id,
+            shoe_no=shoe_no, decks=rules.decks, wild_cards=rules.wild_cards, size=shoe.size,
+            cut=shoe.cut, commitment=commitment(order, salt), sealing=SCHEME,
+            sealed_order=self._sealer.seal(shoe_id, order, salt), actor=actor,
+            request_id=request_id)
+        table.trigger_event(Table.ShoeStarted, shoe_id=shoe_id, shoe_no=shoe_no, actor=actor,
+                            request_id=request_id, timestamp=self._clock())
+        self._remember(shoe_id, order)
+        return record
+
+    def _retire_shoe(self, shoe_id: UUID, reason: str, actor: str,
+                     request_id: str) -> list[Aggregate]:
+        record = self._get(ShoeRecord, shoe_id, "shoe")
+        if record.retired:
+            return []
+        order, salt = self._sealer.open(shoe_id, record.sealed_order)
+        record.trigger_event(ShoeRecord.Retired, order=list(order), salt=salt.hex(),
+                             reason=reason, actor=actor, request_id=request_id,
+                             timestamp=self._clock())
+        self._orders.pop(shoe_id, None)
+        return [record]
+
+    def _order(self, record: ShoeRecord) -> list[Card]:
+        order = self._orders.get(record.id)
+        if order is None:
+            order, _ = self._sealer.open(record.id, record.sealed_order)
+            self._remember(record.id, order)
+        else:
+            self._orders.move_to_end(record.id)
+        return order
+
+    def _remember(self, shoe_id: UUID, order: list[Card]) -> None:
+        self._orders[shoe_id] = order
+        while len(self._orders) > ORDER_CACHE_SIZE:
+            self._orders.popitem(last=False)
+
+
+class _ShoeDraw:
+    """Loads the round's shoe on the first card a command needs, and counts the cards."""
+
+    def __init__(self, ledger: GameLedger, round_: Round) -> None:
+        self._ledger = ledger
+        self._round = round_
+        self.record: ShoeRecord | None = None
+        self._shoe: Shoe | None = None
+        self.drawn = 0
+
+    def draw(self) -> tuple[Card, int]:
+        if self._shoe is None:
+            record = self._ledger._get(ShoeRecord, self._round.shoe_id, "shoe")
+            if record.retired:
+                raise DealRefused("The round's shoe has been retired.", "R-H4")
+            self.record = record
+            self._shoe = Shoe(self._ledger._order(record), record.cut, record.position)
+        card = self._shoe.draw()
+        self.drawn += 1
+        return card
+
+
+def _is_live(events: Sequence[Any]) -> bool:
+    """Whether a round's events end before its settlement or void."""
+    return not any(isinstance(e, Round.Recorded)
+                   and issubclass(e.fact_class, f.RoundSettled | f.RoundVoided) for e in events)
+
+
+def _round_view(round_: Round) -> dict[str, Any]:
+    return {"round_id": str(round_.id), "table_id": str(round_.table_id),
+            "round_no": round_.round_no, "shoe_id": str(round_.shoe_id),
+            "rules_hash": round_.rules_hash, "version": round_.version,
+            "legal": [d._asdict() for d in round_.machine.legal()],
+            **round_.machine.view()}
+
+
+def _describe(event: Any, hide_face_down: bool = False) -> dict[str, Any]:
+    data = {k: v for k, v in vars(event).items()
+            if k not in ("originator_id", "originator_version", "timestamp",
+                         "originator_topic", "sealed_order")}
+    if hide_face_down and data.get("face_up") is False:
+        data["card"] = "hidden"
+    return {"version": event.originator_version, "type": type(event).__name__,
+            "timestamp": event.timestamp.isoformat(), "actor": data.pop("actor", None),
+            "request_id": data.pop("request_id", None), "data": _jsonable(data)}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, UUID | datetime):
+        return str(value)
+    return value
+
+
+def _fingerprint(command: str, actor: str, payload: dict[str, Any]) -> str:
+    canonical = json.dumps({"command": command, "actor": actor, "payload": payload},
+                           sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _check_request_id(request_id: str) -> None:
+    if (not isinstance(request_id, str) or not 1 <= len(request_id) <= REQUEST_ID_MAX_CHARS
+            or not request_id.isprintable()):
+        raise DecisionRefused(f"A request id is 1 to {REQUEST_ID_MAX_CHARS} printable "
+                              "characters.", "R-M4")
+
+
+def _check_name(what: str, name: str) -> None:
+    if not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX_CHARS \
+            or not name.isprintable() or name != name.strip():
+        raise BetRefused(f"A {what} is 1 to {NAME_MAX_CHARS} printable characters without "
+                         "surrounding spaces.", "R-S1")
+
+
+def _check_currency(currency: str) -> None:
+    if not (isinstance(currency, str) and len(currency) == 3 and currency.isalpha()
+            and currency.isupper()):
+        raise BetRefused("A currency is a three-letter ISO code such as EUR.", "R-M1")
+
+
+def _page(limit: int) -> int:
+    if type(limit) is not int or not 1 <= limit <= PAGE_SIZE_MAX:
+        raise DecisionRefused(f"A page holds 1 to {PAGE_SIZE_MAX} items.", "R-V1")
+    return limit
+
+
+def iter_facts(events: Iterator[Any]) -> Iterator[f.Fact]:
+    for event in events:
+        if isinstance(event, Round.Recorded):
+            yield event.fact()
+
+
+__all__ = ["GameLedger", "LedgerError", "utc_now"]

@@ -1,0 +1,106 @@
+"""Re-adjudication: run the rules again over a round's recorded cards and decisions.
+
+A recorded round is a list of facts. Each command of the machine starts with a
+fact that names it (a stake, a hit, the dealer's first card...), so the
+commands can be read back from the facts, replayed on a fresh machine with a
+shoe that deals exactly the recorded cards, and the facts they produce compared
+with the recorded ones. Any difference means the recorded settlement does not
+follow the rules of that round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ledger.cards import Card
+from ledger.engine import facts as f
+from ledger.engine.machine import SETTLING, Draw, RoundMachine
+from ledger.errors import LedgerError, ShoeExhausted
+from ledger.rules import RuleSet, TableLimits
+
+Command = Callable[[RoundMachine, Draw], list[f.Fact]]
+
+
+class RecordedCards:
+    """Deals the recorded cards, in their recorded order and positions."""
+
+    def __init__(self, facts: Sequence[f.Fact]) -> None:
+        self._cards = [(Card(x.card), x.position) for x in facts if isinstance(x, f.CardDealt)]
+        self._next = 0
+
+    def draw(self) -> tuple[Card, int]:
+        if self._next >= len(self._cards):
+            raise ShoeExhausted()
+        self._next += 1
+        return self._cards[self._next - 1]
+
+
+def command_for(fact: f.Fact, machine: RoundMachine) -> Command | None:
+    """The command a recorded fact starts, or None if no command starts with it."""
+    match fact:
+        case f.StakePlaced(bettor=b, box=x, amount=a):
+            return lambda m, d: m.place_stake(b, x, a)
+        case f.StakeWithdrawn(bettor=b, box=x):
+            return lambda m, d: m.withdraw_stake(b, x)
+        case f.BettingClosed():
+            return lambda m, d: m.close_betting(d)
+        case f.HandHit(player=p, box=x, hand=h):
+            return lambda m, d: m.hit(p, x, h, d)
+        case f.HandStood(player=p, box=x, hand=h):
+            return lambda m, d: m.stand(p, x, h, d)
+        case f.HandDoubled(player=p, box=x, hand=h):
+            return lambda m, d: m.double(p, x, h, d)
+        case f.HandSplit(player=p, box=x, hand=h):
+            return lambda m, d: m.split(p, x, h, d)
+        case f.DoubleMatched(bettor=b, box=x, hand=h) | f.SplitMatched(bettor=b, box=x, hand=h):
+            return lambda m, d: m.answer(b, x, h, True, d)
+        case f.DoubleDeclined(bettor=b, box=x, hand=h) | f.SplitDeclined(bettor=b, box=x, hand=h):
+            return lambda m, d: m.answer(b, x, h, False, d)
+        case f.BoxSurrendered(player=p, box=x):
+            return lambda m, d: m.surrender(p, x)
+        case f.InsurancePlaced(bettor=b, amount=a):
+            return lambda m, d: m.insure(b, a)
+        case f.HoleCardRevealed() | f.DealerFinished():
+            return lambda m, d: m.play_dealer(d)
+        case f.CardDealt(box=f.DEALER):
+            return lambda m, d: m.play_dealer(d)
+        case f.RoundSettled():
+            return lambda m, d: m.settle()
+        case f.StakeSettled(bettor=b, box=x) if machine.phase != SETTLING:
+            return lambda m, d: m.take_even_money(b, x)
+        case f.StakeSettled():
+            return lambda m, d: m.settle()
+        case f.RoundVoided(reason=r):
+            return lambda m, d: m.void(r)
+        case f.RulingRecorded(reason=r, corrects=c, adjustments=adj):
+            return lambda m, d: m.record_ruling(r, list(c), dict(adj))
+    return None
+
+
+def readjudicate(rules: RuleSet, limits: TableLimits,
+                 recorded: Sequence[f.Fact]) -> list[str]:
+    """Findings (empty when the rules reproduce every recorded fact exactly)."""
+    machine = RoundMachine(rules, limits)
+    cards = RecordedCards(recorded)
+    findings: list[str] = []
+    i = 0
+    while i < len(recorded):
+        command = command_for(recorded[i], machine)
+        if command is None:
+            return [f"fact {i + 1} ({type(recorded[i]).__name__}) starts no command"]
+        try:
+            produced = command(machine, cards.draw)
+        except LedgerError as e:
+            return [f"fact {i + 1} ({type(recorded[i]).__name__}) is refused by the rules: {e}"]
+        expected = list(recorded[i:i + len(produced)])
+        if produced != expected:
+            for j, (want, got) in enumerate(zip(expected, produced, strict=False)):
+                if want != got:
+                    findings.append(f"fact {i + j + 1}: recorded {want}, the rules give {got}")
+                    break
+            else:
+                findings.append(f"fact {i + 1}: the rules give {len(produced)} facts, "
+                                f"{len(expected)} recorded")
+            return findings
+        i += len(produced)
+    return findings
