@@ -80,6 +80,7 @@ class GameLedger(Application[UUID]):
     env = {  # noqa: RUF012
         "AGGREGATE_CACHE_MAXSIZE": "2000",
         "AGGREGATE_CACHE_FASTFORWARD": "y",
+        "APPLICATION_RECORDER_TOPIC": "ledger.storage:LedgerRecorder",
     }
 
     def __init__(self, env: dict[str, str] | None = None, *, shoe_key: bytes,

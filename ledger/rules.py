@@ -160,6 +160,9 @@ def _check_rules(rules: RuleSet) -> None:
         raise RuleSetInvalid("dealer_hits_soft_17", "it applies only to the stand_17 policy")
     if rules.even_money and not rules.naturals:
         raise RuleSetInvalid("even_money", "even money needs naturals")
+    if rules.insurance and not rules.naturals:
+        raise RuleSetInvalid("insurance", "insurance pays only on a dealer natural, so it "
+                             "needs naturals")
 
 
 CASINO = RuleSet(name="casino", version=1)

@@ -54,7 +54,7 @@ def commitment(order: Sequence[Card], salt: bytes) -> str:
 
 def verify_commitment(order: Sequence[str], salt_hex: str, expected: str) -> bool:
     """True when a revealed order and salt produce the recorded commitment."""
-    if not all(is_card(c) for c in order):
+    if not all(is_card(c) for c in order) or not expected.isascii():
         return False
     try:
         salt = bytes.fromhex(salt_hex)

@@ -11,9 +11,11 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from api.database import (
@@ -64,3 +66,21 @@ def unused_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+@pytest.fixture
+def postgres_env(database: DatabaseSettings) -> Iterator[Callable[[], dict[str, str]]]:
+    """Fresh schemas in the session's database, dropped afterwards."""
+    schemas: list[str] = []
+
+    def new_schema() -> dict[str, str]:
+        schema = f"t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        schemas.append(schema)
+        return {**database.eventsourcing_env(), "POSTGRES_SCHEMA": schema}
+
+    yield new_schema
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        for schema in schemas:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')

@@ -40,6 +40,7 @@ class Round(Aggregate):
         rules: dict[str, Any]
         rules_hash: str
         limits: dict[str, int]
+        currency: str
         actor: str
         request_id: str
 
@@ -61,8 +62,10 @@ class Round(Aggregate):
     EVENT_FOR_FACT: ClassVar[dict[type[f.Fact], type[Recorded]]] = {}
 
     def __init__(self, table_id: UUID, round_no: int, shoe_id: UUID, rules: dict[str, Any],
-                 rules_hash: str, limits: dict[str, int], actor: str, request_id: str) -> None:
+                 rules_hash: str, limits: dict[str, int], currency: str, actor: str,
+                 request_id: str) -> None:
         self.table_id = table_id
+        self.currency = currency
         self.round_no = round_no
         self.shoe_id = shoe_id
         self.rules_hash = rules_hash

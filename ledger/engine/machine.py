@@ -33,8 +33,9 @@ from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits
 
 Draw = Callable[[], tuple[Card, int]]
-_UNKNOWN = object()
 StakeKey = tuple[str, str, int, int]  # (line, bettor, box, hand)
+Refusal = tuple[str, str]  # (sentence, rule id); an empty sentence allows
+NO: Refusal = ("", "")
 
 BETTING = "betting"
 DEALING = "dealing"
@@ -47,6 +48,8 @@ LIVE = "live"
 BUST = "bust"
 SURRENDERED = "surrendered"
 FORFEITED = "forfeited"
+REASON_MAX_CHARS = 500
+_STATUS_RULE = {LIVE: "R-G4", BUST: "R-G3", SURRENDERED: "R-C1", FORFEITED: "R-W2"}
 
 
 class Legal(NamedTuple):
@@ -121,6 +124,7 @@ class RoundMachine:
         self.boxes: dict[int, Box] = {}
         self.box_order: list[int] = []
         self.dealer: list[Card] = []
+        self.dealer_positions: list[int] = []
         self.hole_revealed = not rules.dealer_hole_card
         self.window_open = False
         self.pending: Pending | None = None
@@ -135,7 +139,7 @@ class RoundMachine:
         self.rulings: list[f.RulingRecorded] = []
         self._sink = sink or self.apply
         self._out: list[f.Fact] = []
-        self._turn: object = _UNKNOWN  # cache of turn(), cleared by every fact
+        self._turn: tuple[int, int] | bool | None = False  # turn() cache; False: unknown
         self._initial_cards_left = 0
 
     # ------------------------------------------------------------------ reading
@@ -160,7 +164,7 @@ class RoundMachine:
 
     def turn(self) -> tuple[int, int] | None:
         """The hand whose owner must act now, left to right (R-C3, R-X4)."""
-        if self._turn is _UNKNOWN:
+        if self._turn is False:
             self._turn = self._find_turn()
         return self._turn  # type: ignore[return-value]
 
@@ -234,6 +238,11 @@ class RoundMachine:
             raise RoundClosed(f"The round is {self.phase} and takes no more decisions.",
                               "R-V2" if self.phase == SETTLED else "R-V1")
         if self.phase not in phases:
+            if phases == (SETTLING,):
+                raise DecisionRefused("The dealer has not finished; settlement comes after "
+                                      "the dealer's play.", "R-G5")
+            if phases == (SETTLED,):
+                raise DecisionRefused("A ruling is recorded only on a settled round.", "R-V2")
             raise DecisionRefused(self._phase_sentence(), "R-C8" if self.phase != BETTING
                                   else "R-G2")
 
@@ -250,7 +259,7 @@ class RoundMachine:
         self._require_phase(BETTING)
         _check_bettor(bettor)
         lim = self.limits
-        if not 1 <= box <= lim.boxes:
+        if type(box) is not int or not 1 <= box <= lim.boxes:
             raise BetRefused(f"Box {box} does not exist: this table has boxes 1 to {lim.boxes}.",
                              "R-C8")
         _check_amount(amount, lim.min_unit)
@@ -263,8 +272,9 @@ class RoundMachine:
                 raise BetRefused(f"{bettor} already has a stake on box {box}; withdraw it and "
                                  "place the new amount.", "R-X14")
             if len(existing.bettors) >= self.rules.bettors_per_box:
-                raise BetRefused(f"Box {box} already has {len(existing.bettors)} bettors, the "
-                                 "most this table allows.", "R-C8")
+                raise BetRefused(f"Box {box} already has {len(existing.bettors)} "
+                                 f"bettor{'s' if len(existing.bettors) > 1 else ''}, the most "
+                                 "this table allows.", "R-C8")
             total = sum(existing.initial.values())
         else:
             total = 0
@@ -321,7 +331,7 @@ class RoundMachine:
         self._proceed(draw)
 
     def hit(self, player: str, box: int, hand: int, draw: Draw) -> list[f.Fact]:
-        self._owner_turn(player, box, hand, Play.HIT, _hit_refusal)
+        self._owner_turn(player, box, hand, Play.HIT, lambda _, h: _hit_refusal(h))
         self._begin()
         self._emit(f.HandHit(player=player, box=box, hand=hand))
         return self._drawing(lambda: self._deal_then_proceed(box, hand, draw))
@@ -334,10 +344,7 @@ class RoundMachine:
 
     def double(self, player: str, box: int, hand: int, draw: Draw) -> list[f.Fact]:
         """R-C2: an extra stake equal to the original, exactly one more card."""
-        h = self._owner_turn(player, box, hand, Play.DOUBLE)
-        reason = self._double_refusal(self.boxes[box], h)
-        if reason:
-            raise DecisionRefused(reason, "R-C2")
+        h = self._owner_turn(player, box, hand, Play.DOUBLE, self._double_refusal)
         self._begin()
         self._emit(f.HandDoubled(player=player, box=box, hand=hand, amount=h.stakes[player]))
         if self.pending is None:
@@ -346,10 +353,7 @@ class RoundMachine:
 
     def split(self, player: str, box: int, hand: int, draw: Draw) -> list[f.Fact]:
         """R-C3: two cards of one value become two hands, each with the original stake."""
-        h = self._owner_turn(player, box, hand, Play.SPLIT)
-        reason = self._split_refusal(self.boxes[box], h)
-        if reason:
-            raise DecisionRefused(reason, "R-C3")
+        h = self._owner_turn(player, box, hand, Play.SPLIT, self._split_refusal)
         b = self.boxes[box]
         self._begin()
         self._emit(f.HandSplit(player=player, box=box, hand=hand, new_hand=len(b.hands),
@@ -390,9 +394,10 @@ class RoundMachine:
         b = self.box(box)
         if player != b.owner:
             raise NotTheOwner(f"Only the box owner, {b.owner}, may surrender box {box}.", "R-C4")
-        reason = self._surrender_refusal(b)
+        self._require_no_pending()
+        reason, rule = self._surrender_refusal(b)
         if reason:
-            raise DecisionRefused(reason, "R-C1" if "window" not in reason else "R-X3")
+            raise DecisionRefused(reason, rule)
         self._begin()
         self._emit(f.BoxSurrendered(player=player, box=box))
         hand = b.hands[0]
@@ -407,9 +412,10 @@ class RoundMachine:
         """R-C5, R-X6: one insurance bet, up to half the player's initial stakes."""
         self._require_phase(PLAYING)
         _check_amount(amount, self.limits.min_unit)
-        reason = self._insurance_refusal(bettor)
+        self._require_no_pending()
+        reason, rule = self._insurance_refusal(bettor)
         if reason:
-            raise DecisionRefused(reason, "R-C5" if "window" not in reason else "R-X3")
+            raise DecisionRefused(reason, rule)
         cap = self.stakes_of(bettor) // 2
         if amount > cap:
             raise DecisionRefused(f"Insurance of {amount} is over {bettor}'s limit of {cap}, "
@@ -424,9 +430,10 @@ class RoundMachine:
     def take_even_money(self, bettor: str, box: int) -> list[f.Fact]:
         """R-C6: a natural against an ace is paid 1:1 at once, if the bettor asks."""
         self._require_phase(PLAYING)
-        reason = self._even_money_refusal(bettor, box)
+        self._require_no_pending()
+        reason, rule = self._even_money_refusal(bettor, box)
         if reason:
-            raise DecisionRefused(reason, "R-C6" if "window" not in reason else "R-X3")
+            raise DecisionRefused(reason, rule)
         held = self.open_stakes[(f.MAIN, bettor, box, 0)]
         won, rest = payout(held, (1, 1), self.limits.min_unit)
         self._begin()
@@ -460,8 +467,9 @@ class RoundMachine:
     def void(self, reason: str) -> list[f.Fact]:
         """R-V1, R-X13: a manager voids an unfinished round; every stake is returned."""
         self._require_phase(BETTING, DEALING, PLAYING, SETTLING)
-        if not reason.strip():
-            raise DecisionRefused("A void needs a reason.", "R-V1")
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > REASON_MAX_CHARS:
+            raise DecisionRefused(f"A void needs a reason of 1 to {REASON_MAX_CHARS} characters.",
+                                  "R-V1")
         self._begin()
         self._emit(self._void_fact(reason.strip()))
         return self._end()
@@ -470,8 +478,9 @@ class RoundMachine:
                       adjustments: dict[str, int]) -> list[f.Fact]:
         """R-V2: a manager's ruling on a settled round, by compensating amounts."""
         self._require_phase(SETTLED)
-        if not reason.strip():
-            raise DecisionRefused("A ruling needs a reason.", "R-V2")
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > REASON_MAX_CHARS:
+            raise DecisionRefused(f"A ruling needs a reason of 1 to {REASON_MAX_CHARS} "
+                                  "characters.", "R-V2")
         if not corrects or any(type(v) is not int or v < 1 for v in corrects):
             raise DecisionRefused("A ruling must name the event versions it corrects.", "R-V2")
         if not adjustments or any(type(a) is not int or a == 0 for a in adjustments.values()):
@@ -507,7 +516,7 @@ class RoundMachine:
         return f.RoundVoided(reason=reason, released=released, reversals=reversals)
 
     def _owner_turn(self, player: str, box: int, hand: int, play: Play,
-                    refusal: Callable[[Hand], tuple[str, str]] | None = None) -> Hand:
+                    refusal: Callable[[Box, Hand], Refusal] | None = None) -> Hand:
         self._require_phase(PLAYING)
         b = self.box(box)
         h = self.hand(box, hand)
@@ -515,100 +524,113 @@ class RoundMachine:
             raise NotTheOwner(f"Only the box owner, {b.owner}, may {play.value} on box {box}.",
                               "R-C4")
         if refusal is not None:
-            reason, rule = refusal(h)
+            reason, rule = refusal(b, h)
             if reason:
                 raise DecisionRefused(reason, rule)
-        if self.pending is not None:
-            raise NotYourTurn(f"{self.pending.bettors[0]} must first answer the owner's "
-                              f"{self.pending.kind} on box {self.pending.box}.", "R-X9")
+        self._require_no_pending()
         if self.turn() != (box, hand):
             if h.done:
-                raise NotYourTurn(f"Box {box}, hand {hand} has finished its turn.", "R-G4")
+                raise NotYourTurn(f"Box {box}, hand {hand} has finished its turn"
+                                  + ("" if h.status == LIVE else f": it is {h.status}") + ".",
+                                  _STATUS_RULE[h.status])
             t = self.turn()
             raise NotYourTurn(f"It is not this hand's turn: box {t[0] if t else '-'}, hand "
                               f"{t[1] if t else '-'} plays first (hands play left to right).",
                               "R-C3")
         return h
 
-    def _double_refusal(self, b: Box, h: Hand) -> str:
-        if not self.rules.double:
-            return "This game has no doubling."
-        if len(h.cards) != 2 or h.doubled:
-            return "A hand may be doubled only on its first two cards."
-        if h.split_aces:
-            return "Split aces cannot be doubled."
-        if self.is_natural(b, h):
-            return "A natural cannot be doubled."
-        return ""
+    def _require_no_pending(self) -> None:
+        if self.pending is not None:
+            raise NotYourTurn(f"{self.pending.bettors[0]} must first answer the owner's "
+                              f"{self.pending.kind} on box {self.pending.box}.", "R-X9")
 
-    def _split_refusal(self, b: Box, h: Hand) -> str:
-        if not self.rules.split:
-            return "This game has no splitting."
-        if len(h.cards) != 2 or h.doubled:
-            return "Only a hand of two first cards may be split."
-        first, second = h.cards
-        if WILD in h.cards or _split_value(first) != _split_value(second):
-            return "Only two cards of the same value may be split."
+    def _double_refusal(self, b: Box, h: Hand) -> Refusal:
+        if not self.rules.double:
+            return "This game has no doubling.", "R-C2"
+        if WILD in h.cards:
+            return "A hand holding the wild card has ended its turn.", "R-W1"
         if h.split_aces:
-            return "A pair of aces splits only once."
+            return "Split aces cannot be doubled.", "R-C2"
+        if self.is_natural(b, h):
+            return "A natural cannot be doubled.", "R-C2"
+        if len(h.cards) != 2 or h.doubled:
+            return "A hand may be doubled only on its first two cards.", "R-C2"
+        return NO
+
+    def _split_refusal(self, b: Box, h: Hand) -> Refusal:
+        if not self.rules.split:
+            return "This game has no splitting.", "R-C3"
+        if WILD in h.cards:
+            return "A hand holding the wild card has ended its turn.", "R-W1"
+        if h.split_aces:
+            return "A pair of aces splits only once.", "R-C3"
+        if len(h.cards) != 2 or h.doubled:
+            return "Only a hand of two first cards may be split.", "R-C3"
+        first, second = h.cards
+        if _split_value(first) != _split_value(second):
+            return "Only two cards of the same value may be split.", "R-C3"
         if len(b.hands) >= self.rules.max_hands_per_box:
             return (f"Box {b.number} already has {len(b.hands)} hands, the most a box may "
-                    "play.")
-        return ""
+                    "play."), "R-C3"
+        return NO
 
-    def _surrender_refusal(self, b: Box) -> str:
+    def _surrender_refusal(self, b: Box) -> Refusal:
         if not self.rules.surrender:
-            return "This game has no surrender."
-        if not self.window_open:
-            return "The surrender window has closed: a card has left the shoe since the deal."
-        if self.upcard is not None and is_ace(self.upcard):
-            return "Surrender is not allowed when the dealer's upcard is an ace."
+            return "This game has no surrender.", "R-C1"
         hand = b.hands[0]
-        if b.was_split or hand.doubled:
-            return "A box cannot be surrendered after a split or a double."
-        if hand.status != LIVE:
-            return f"Box {b.number} is already {hand.status}."
-        if self.is_natural(b, hand):
-            return "A natural cannot be surrendered."
         if WILD in hand.cards:
-            return "A hand holding the wild card has ended its turn."
+            return "A hand holding the wild card has ended its turn.", "R-W1"
         if hand.stood:
-            return "Standing is final: a box that stood cannot surrender."
-        return ""
-
-    def _insurance_refusal(self, bettor: str) -> str:
-        if not self.rules.insurance:
-            return "This game has no insurance."
-        if self.upcard is None or not is_ace(self.upcard):
-            return "Insurance is offered only when the dealer's upcard is an ace."
+            return "Standing is final: a box that stood cannot surrender.", "R-X3"
         if not self.window_open:
-            return "The insurance window has closed: a card has left the shoe since the deal."
-        if bettor in self.insurance:
-            return f"{bettor} already has an insurance bet; one per player."
-        if self.stakes_of(bettor) == 0:
-            return f"{bettor} has no stake at this table."
-        return ""
+            return ("The surrender window has closed: a card has left the shoe since the "
+                    "deal."), "R-X3"
+        if self.upcard is not None and is_ace(self.upcard):
+            return "Surrender is not allowed when the dealer's upcard is an ace.", "R-C1"
+        if b.was_split or hand.doubled:
+            return "A box cannot be surrendered after a split or a double.", "R-C1"
+        if hand.status != LIVE:
+            return f"Box {b.number} is already {hand.status}.", _STATUS_RULE[hand.status]
+        if self.is_natural(b, hand):
+            return "A natural cannot be surrendered.", "R-C1"
+        return NO
 
-    def _even_money_refusal(self, bettor: str, box: int) -> str:
+    def _insurance_refusal(self, bettor: str) -> Refusal:
+        if not self.rules.insurance:
+            return "This game has no insurance.", "R-C5"
+        if self.upcard is None or not is_ace(self.upcard):
+            return "Insurance is offered only when the dealer's upcard is an ace.", "R-C5"
+        if not self.window_open:
+            return ("The insurance window has closed: a card has left the shoe since the "
+                    "deal."), "R-X3"
+        if bettor in self.insurance:
+            return f"{bettor} already has an insurance bet; one per player.", "R-C5"
+        if self.stakes_of(bettor) == 0:
+            return f"{bettor} has no stake at this table.", "R-C5"
+        return NO
+
+    def _even_money_refusal(self, bettor: str, box: int) -> Refusal:
         if not self.rules.even_money:
-            return "This game has no even money."
+            return "This game has no even money.", "R-C6"
         b = self.box(box)
         hand = b.hands[0]
         if (f.MAIN, bettor, box, 0) not in self.open_stakes:
-            return f"{bettor} has no open stake on box {box}."
+            return f"{bettor} has no open stake on box {box}.", "R-C6"
         if not self.is_natural(b, hand) or hand.status != LIVE:
-            return f"Box {box} does not hold a natural."
+            return f"Box {box} does not hold a natural.", "R-C6"
         if self.upcard is None or not is_ace(self.upcard):
-            return "Even money is offered only against a dealer's ace."
+            return "Even money is offered only against a dealer's ace.", "R-C6"
         if not self.window_open:
-            return "The even money window has closed: a card has left the shoe since the deal."
-        return ""
+            return ("The even money window has closed: a card has left the shoe since the "
+                    "deal."), "R-X3"
+        return NO
 
     def _deal_card(self, box: int, hand: int, draw: Draw, face_up: bool = True) -> None:
         card, position = draw()
+        in_play = self.phase == PLAYING  # the initial deal's last card starts play (R-W3)
         kind = f.WildCardDrawn if card == WILD else f.CardDealt
         self._emit(kind(card=card, position=position, box=box, hand=hand, face_up=face_up))
-        if box == f.DEALER or self.phase != PLAYING:
+        if box == f.DEALER or not in_play:
             return
         h = self.boxes[box].hands[hand]
         if h.status == BUST:
@@ -672,7 +694,8 @@ class RoundMachine:
     def _dealer_draws(self, draw: Draw) -> None:
         rules = self.rules
         if rules.dealer_hole_card:
-            self._emit(f.HoleCardRevealed(card=self.dealer[0], position=-1))
+            self._emit(f.HoleCardRevealed(card=self.dealer[0],
+                                          position=self.dealer_positions[0]))
         depends, waits = self._dependent_hands()
         if WILD in self.dealer:
             pass  # R-W5, R-X10: the dealer is 21 and draws nothing
@@ -773,11 +796,11 @@ class RoundMachine:
         plays = [Play.STAND]
         if not (h.doubled or h.split_aces):
             plays.append(Play.HIT)
-        if not self._double_refusal(b, h):
+        if not self._double_refusal(b, h)[0]:
             plays.append(Play.DOUBLE)
-        if not self._split_refusal(b, h):
+        if not self._split_refusal(b, h)[0]:
             plays.append(Play.SPLIT)
-        if not self._surrender_refusal(b):
+        if not self._surrender_refusal(b)[0]:
             plays.append(Play.SURRENDER)
         return plays
 
@@ -805,14 +828,14 @@ class RoundMachine:
                     if p != Play.SURRENDER]
         for number in self.box_order:
             b = self.boxes[number]
-            if not self._surrender_refusal(b):
+            if not self._surrender_refusal(b)[0]:
                 out.append(Legal(Play.SURRENDER.value, b.owner, number, 0))
             for bettor in b.bettors:
                 if (f.MAIN, bettor, number, 0) in self.open_stakes and \
-                        not self._even_money_refusal(bettor, number):
+                        not self._even_money_refusal(bettor, number)[0]:
                     out.append(Legal("even_money", bettor, number, 0))
         for bettor in self.players():
-            if not self._insurance_refusal(bettor) and self.stakes_of(bettor) // 2 >= \
+            if not self._insurance_refusal(bettor)[0] and self.stakes_of(bettor) // 2 >= \
                     self.limits.min_chip:
                 out.append(Legal("insure", bettor))
         if t is None:
@@ -824,7 +847,7 @@ class RoundMachine:
 
     def apply(self, fact: f.Fact) -> None:
         """Assign the state a fact describes. No checks of rules here: facts are history."""
-        self._turn = _UNKNOWN
+        self._turn = False
         _APPLY[type(fact)](self, fact)
 
     def _on_stake_placed(self, e: f.StakePlaced) -> None:
@@ -860,6 +883,7 @@ class RoundMachine:
         card = Card(e.card)
         if e.box == f.DEALER:
             self.dealer.append(card)
+            self.dealer_positions.append(e.position)
             if self.phase == PLAYING:
                 self.window_open = False
         else:
@@ -1052,7 +1076,7 @@ def _after_card(hand: Hand) -> None:
         hand.done = True
 
 
-def _hit_refusal(hand: Hand) -> tuple[str, str]:
+def _hit_refusal(hand: Hand) -> Refusal:
     if hand.doubled:
         return "This hand was doubled and takes exactly one more card.", "R-C2"
     if hand.split_aces:

@@ -1,0 +1,182 @@
+"""How the ledger's events are kept in PostgreSQL: append-only and hash-chained.
+
+:class:`LedgerRecorder` is the library's Postgres application recorder with two
+guarantees added when it creates its table:
+
+* **Append-only.** A trigger refuses every ``UPDATE``, ``DELETE`` and ``TRUNCATE`` on
+  the event table, whoever sends it. Corrections are new events (R-V2). The
+  operator should also run the service as a role with ``INSERT`` and ``SELECT``
+  only (``deploy/postgres-roles.sql``), so the trigger cannot be dropped by it.
+* **Tamper-evident.** A ``BEFORE INSERT`` trigger stores in ``chain_hash`` the
+  SHA-256 of the previous row's hash and this row's id, version, topic and state.
+  Inserts are serialized by the recorder's table lock, so the chain follows the
+  notification order. :func:`verify_chain` recomputes it; an auditor who keeps
+  the head hash (:func:`chain_head`) outside the database can later prove that no
+  stored event was altered, removed or inserted before it.
+
+The statements are plain SQL text run through the library's datastore; the
+ledger does not import the driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+
+GENESIS = b"\x00" * 32
+CHAIN_PAGE_ROWS = 5000
+
+
+class LedgerRecorder(PostgresApplicationRecorder):
+    """The application recorder with an append-only, hash-chained event table."""
+
+    def __init__(self, datastore: PostgresDatastore, *,
+                 events_table_name: str = "stored_events") -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        names = {
+            "schema": quote(datastore.schema),
+            "table": quote(events_table_name),
+            "refuse": quote(f"{events_table_name}_refuse_change"),
+            "chain": quote(f"{events_table_name}_chain"),
+            "immutable": quote(f"{events_table_name}_immutable"),
+            "no_truncate": quote(f"{events_table_name}_no_truncate"),
+            "chained": quote(f"{events_table_name}_chained"),
+            "genesis": GENESIS.hex(),
+        }
+        for statement in _STATEMENTS:
+            self.sql_create_statements.append(
+                _Statement(statement.format(**names)))  # type: ignore[arg-type]
+
+    @property
+    def qualified_table(self) -> str:
+        return f"{quote(self.datastore.schema)}.{quote(self.events_table_name)}"
+
+
+class _Statement(str):
+    """Plain SQL text in the form the library's table creation reads (``as_string``)."""
+
+    __slots__ = ()
+
+    def as_string(self, *_: Any) -> str:
+        return str(self)
+
+
+def quote(identifier: str) -> str:
+    """A double-quoted SQL identifier."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+_STATEMENTS = (
+    "ALTER TABLE {schema}.{table} ADD COLUMN IF NOT EXISTS chain_hash bytea",
+    """CREATE OR REPLACE FUNCTION {schema}.{refuse}() RETURNS trigger
+       LANGUAGE plpgsql AS $$
+       BEGIN
+         RAISE EXCEPTION 'stored events are immutable: % on % refused', TG_OP, TG_TABLE_NAME
+           USING ERRCODE = 'insufficient_privilege',
+                 HINT = 'Correct a record with a new event (R-V2).';
+       END $$""",
+    """CREATE OR REPLACE FUNCTION {schema}.{chain}() RETURNS trigger
+       LANGUAGE plpgsql AS $$
+       DECLARE
+         previous bytea;
+         topic_bytes bytea := convert_to(coalesce(NEW.topic, ''), 'UTF8');
+       BEGIN
+         SELECT t.chain_hash INTO previous FROM {schema}.{table} t
+           WHERE t.notification_id < NEW.notification_id
+           ORDER BY t.notification_id DESC LIMIT 1;
+         NEW.chain_hash := sha256(
+           coalesce(previous, '\\x{genesis}'::bytea)
+           || uuid_send(NEW.originator_id) || int8send(NEW.originator_version)
+           || int4send(length(topic_bytes)) || topic_bytes || coalesce(NEW.state, ''::bytea));
+         RETURN NEW;
+       END $$""",
+    "DROP TRIGGER IF EXISTS {immutable} ON {schema}.{table}",
+    """CREATE TRIGGER {immutable} BEFORE UPDATE OR DELETE ON {schema}.{table}
+       FOR EACH ROW EXECUTE FUNCTION {schema}.{refuse}()""",
+    "DROP TRIGGER IF EXISTS {no_truncate} ON {schema}.{table}",
+    """CREATE TRIGGER {no_truncate} BEFORE TRUNCATE ON {schema}.{table}
+       FOR EACH STATEMENT EXECUTE FUNCTION {schema}.{refuse}()""",
+    "DROP TRIGGER IF EXISTS {chained} ON {schema}.{table}",
+    """CREATE TRIGGER {chained} BEFORE INSERT ON {schema}.{table}
+       FOR EACH ROW EXECUTE FUNCTION {schema}.{chain}()""",
+)
+
+
+def link(previous: bytes, originator_id: UUID, version: int, topic: str, state: bytes) -> bytes:
+    """One link of the chain, exactly as the insert trigger computes it."""
+    topic_bytes = topic.encode()
+    return hashlib.sha256(
+        previous + originator_id.bytes + version.to_bytes(8, "big", signed=True)
+        + len(topic_bytes).to_bytes(4, "big", signed=True) + topic_bytes + state
+    ).digest()
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    """The result of walking the chain: rows checked, the head, and what did not match."""
+
+    rows: int
+    head: str
+    head_notification_id: int
+    findings: list[str]
+
+    @property
+    def intact(self) -> bool:
+        return not self.findings
+
+
+def _rows(recorder: LedgerRecorder) -> Iterator[dict[str, Any]]:
+    statement = (
+        "SELECT notification_id, originator_id, originator_version, topic, state, chain_hash "
+        f"FROM {recorder.qualified_table} WHERE notification_id > %s "
+        "ORDER BY notification_id LIMIT %s")
+    last = 0
+    while True:
+        with recorder.datastore.transaction(commit=False) as curs:
+            curs.execute(statement, (last, CHAIN_PAGE_ROWS))
+            page = curs.fetchall()
+        if not page:
+            return
+        yield from page
+        last = page[-1]["notification_id"]
+
+
+def verify_chain(recorder: LedgerRecorder, *, expected_head: str | None = None) -> ChainReport:
+    """Recompute every link; report the first break and whether the head is as expected."""
+    previous = GENESIS
+    rows = 0
+    last_id = 0
+    findings: list[str] = []
+    for row in _rows(recorder):
+        rows += 1
+        last_id = row["notification_id"]
+        expected = link(previous, row["originator_id"], row["originator_version"],
+                        row["topic"] or "", bytes(row["state"] or b""))
+        stored = bytes(row["chain_hash"]) if row["chain_hash"] is not None else None
+        if stored != expected:
+            findings.append(f"event {row['originator_id']} v{row['originator_version']} "
+                            f"(notification {last_id}) does not match the chain: the record "
+                            "or one before it was altered")
+            break
+        previous = expected
+    head = previous.hex()
+    if expected_head is not None and not findings and expected_head != head:
+        findings.append(f"the chain head is {head}, not the {expected_head} kept outside")
+    return ChainReport(rows=rows, head=head, head_notification_id=last_id, findings=findings)
+
+
+def chain_head(recorder: LedgerRecorder) -> tuple[int, str]:
+    """The last notification id and its chain hash, to be kept outside the database."""
+    statement = (f"SELECT notification_id, chain_hash FROM {recorder.qualified_table} "
+                 "ORDER BY notification_id DESC LIMIT 1")
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute(statement)
+        row = curs.fetchone()
+    if row is None:
+        return 0, GENESIS.hex()
+    return row["notification_id"], bytes(row["chain_hash"]).hex()

@@ -1,0 +1,207 @@
+"""GameLedger use cases on both stores: money, refusals, idempotency, voids, rules, shoes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import count
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from ledger.application import GameLedger
+from ledger.errors import (
+    BetRefused,
+    DecisionRefused,
+    InsufficientChips,
+    LedgerError,
+    NotFound,
+    NotYourTurn,
+    RequestIdReused,
+    RoundClosed,
+)
+from ledger.rules import CASINO, CASINO_WILD, TableLimits
+from ledger.shoe import verify_commitment
+from tests.scripted import SteeredShuffle
+
+MakeLedger = Callable[..., GameLedger]
+
+
+class Desk:
+    """A table with funded players, and request ids that never repeat."""
+
+    def __init__(self, app: GameLedger, cards: str = "", rules: Any = CASINO,
+                 players: tuple[str, ...] = ("P1", "P2"), chips: int = 1000) -> None:
+        self.app = app
+        self._ids = count(1)
+        self.table = app.open_table(self.rid(), "boss", "T1", rules)
+        for player in players:
+            app.open_account(self.rid(), "cashier", player)
+            app.buy_in(self.rid(), "cashier", player, chips)
+
+    def rid(self) -> str:
+        return f"req-{next(self._ids)}"
+
+    def round(self) -> UUID:
+        return self.app.start_round(self.rid(), "dealer", self.table)
+
+    def do(self, use_case: str, *args: Any) -> dict[str, Any]:
+        result: dict[str, Any] = getattr(self.app, use_case)(self.rid(), "dealer", *args)
+        return result
+
+    def money(self) -> dict[str, tuple[int, int]]:
+        return {p: (self.app.balance(p)["available"], self.app.balance(p)["held"])
+                for p in ("P1", "P2")}
+
+
+def unchanged(app: GameLedger, attempt: Callable[[], object], error: type[LedgerError],
+              rule: str) -> LedgerError:
+    """The attempt is refused with ``error`` citing ``rule`` and stores no event."""
+    before = app.recorder.max_notification_id()
+    with pytest.raises(error) as refused:
+        attempt()
+    assert refused.value.rule == rule
+    assert app.recorder.max_notification_id() == before
+    return refused.value
+
+
+def test_a_stake_is_held_and_its_settlement_posted(make_ledger: MakeLedger) -> None:
+    # P1 19 vs dealer 18 on box 1; P2 17 loses on box 2.
+    desk = Desk(make_ledger(SteeredShuffle("TS TH TD 9S 7C 8D")))
+    r = desk.round()
+    desk.do("place_stake", r, "P1", 1, 100)
+    desk.do("place_stake", r, "P2", 2, 50)
+    assert desk.money() == {"P1": (900, 100), "P2": (950, 50)}
+    desk.do("deal", r)
+    desk.do("stand", r, "P1", 1, 0)
+    desk.do("stand", r, "P2", 2, 0)
+    desk.do("play_dealer", r)
+    desk.do("settle", r)
+    assert desk.money() == {"P1": (1100, 0), "P2": (950, 0)}
+    assert desk.app.house(desk.table)["available"] == -50
+    assert desk.app.check_round(r) == []
+
+
+def test_refusals_are_typed_and_store_nothing(make_ledger: MakeLedger) -> None:
+    desk = Desk(make_ledger(SteeredShuffle("TS TH 9D 5S 7C")), chips=500)
+    app, r = desk.app, desk.round()
+    unchanged(app, lambda: desk.do("place_stake", r, "P1", 1, 600), InsufficientChips, "R-M3")
+    unchanged(app, lambda: desk.do("place_stake", r, "P1", 1, 5), BetRefused, "R-C8")
+    desk.do("place_stake", r, "P1", 1, 400)
+    unchanged(app, lambda: desk.do("place_stake", r, "P2", 1, 650), BetRefused, "R-C8")
+    unchanged(app, lambda: desk.do("place_stake", r, "nobody", 2, 10), NotFound, "R-M3")
+    desk.do("place_stake", r, "P2", 2, 10)
+    desk.do("deal", r)
+    unchanged(app, lambda: desk.do("hit", r, "P2", 2, 0), NotYourTurn, "R-C3")
+    desk.do("hit", r, "P1", 1, 0)
+    unchanged(app, lambda: desk.do("surrender", r, "P2", 2), DecisionRefused, "R-X3")
+
+
+def test_a_settled_or_voided_round_takes_no_decision(make_ledger: MakeLedger) -> None:
+    desk = Desk(make_ledger(SteeredShuffle("TS TH TD 9S 7C 8D")))
+    r = desk.round()
+    desk.do("place_stake", r, "P1", 1, 10)
+    desk.do("place_stake", r, "P2", 2, 10)
+    desk.do("deal", r)
+    desk.do("void", r, "dealer misdealt")
+    unchanged(desk.app, lambda: desk.do("stand", r, "P1", 1, 0), RoundClosed, "R-V1")
+    r2 = desk.round()
+    desk.do("place_stake", r2, "P1", 1, 10)
+    desk.do("place_stake", r2, "P2", 2, 10)
+    desk.do("deal", r2)
+    for box in (1, 2):
+        desk.do("stand", r2, f"P{box}", box, 0)
+    desk.do("play_dealer", r2)
+    desk.do("settle", r2)
+    unchanged(desk.app, lambda: desk.do("hit", r2, "P1", 1, 0), RoundClosed, "R-V2")
+
+
+def test_a_repeated_request_returns_the_first_result_and_moves_no_money(
+        make_ledger: MakeLedger) -> None:
+    desk = Desk(make_ledger())
+    app, r = desk.app, desk.round()
+    first = app.place_stake("same-key", "dealer", r, "P1", 1, 100)
+    events = app.recorder.max_notification_id()
+    again = app.place_stake("same-key", "dealer", r, "P1", 1, 100)
+    assert again == first
+    assert app.recorder.max_notification_id() == events
+    assert app.balance("P1")["held"] == 100
+    assert app.buy_in("cash-1", "cashier", "P2", 50) == app.buy_in("cash-1", "cashier", "P2", 50)
+    assert app.balance("P2")["available"] == 1050
+
+
+def test_a_request_id_reused_for_other_content_is_refused(make_ledger: MakeLedger) -> None:
+    desk = Desk(make_ledger())
+    app, r = desk.app, desk.round()
+    app.place_stake("key-1", "dealer", r, "P1", 1, 100)
+    unchanged(app, lambda: app.place_stake("key-1", "dealer", r, "P1", 1, 200),
+              RequestIdReused, "R-M4")
+    unchanged(app, lambda: app.buy_in("key-1", "cashier", "P1", 200), RequestIdReused, "R-M4")
+
+
+def test_a_void_returns_every_chip_even_those_already_settled(make_ledger: MakeLedger) -> None:
+    # P1 natural takes even money against the ace (paid at once), P2 surrenders... refused
+    # against an ace, so P2 insures instead; then the manager voids (R-X13).
+    desk = Desk(make_ledger(SteeredShuffle("AS TH AD KS 7C")))
+    before = desk.money()
+    r = desk.round()
+    desk.do("place_stake", r, "P1", 1, 100)
+    desk.do("place_stake", r, "P2", 2, 60)
+    desk.do("deal", r)
+    desk.do("even_money", r, "P1", 1)
+    desk.do("insure", r, "P2", 30)
+    assert desk.money()["P1"] == (1100, 0)
+    desk.do("void", r, "wrong shoe")
+    assert desk.money() == before
+    assert desk.app.house(desk.table)["available"] == 0
+    assert desk.app.round_state(r)["phase"] == "voided"
+
+
+def test_changed_rules_apply_to_future_rounds_only(make_ledger: MakeLedger) -> None:
+    desk = Desk(make_ledger())
+    old = desk.round()
+    old_hash = desk.app.round_state(old)["rules_hash"]
+    desk.do("void", old, "table change")
+    desk.app.change_rules(desk.rid(), "manager", desk.table, CASINO_WILD, TableLimits(),
+                          "wild card evenings")
+    new = desk.round()
+    assert desk.app.round_state(old)["rules_hash"] == old_hash == CASINO.content_hash
+    assert desk.app.round_state(new)["rules_hash"] == CASINO_WILD.content_hash
+
+
+def test_the_shoe_order_stays_sealed_until_the_shoe_retires(make_ledger: MakeLedger) -> None:
+    desk = Desk(make_ledger())
+    app, r = desk.app, desk.round()
+    shoe_id = UUID(app.round_state(r)["shoe_id"])
+    live = app.shoe(shoe_id)
+    assert "order" not in live
+    assert "salt" not in live
+    desk.do("place_stake", r, "P1", 1, 10)
+    desk.do("place_stake", r, "P2", 2, 10)
+    desk.do("deal", r)
+    dealt = [e["data"]["card"] for e in app.round_events(r) if "card" in e["data"]]
+    assert len(dealt) == 5
+    desk.do("void", r, "closing early")
+    app.close_table(desk.rid(), "manager", desk.table, "end of shift")
+    revealed = app.shoe(shoe_id)
+    assert revealed["retired"]
+    assert verify_commitment(revealed["order"], revealed["salt"], live["commitment"])
+    assert revealed["order"][:5] == dealt
+    assert app.verify_shoe(shoe_id) == []
+
+
+def test_state_at_any_version_and_the_replay_agree(make_ledger: MakeLedger) -> None:
+    desk = Desk(make_ledger(SteeredShuffle("8S TH 9D 8H 9C 8D 3C 2C TD")))
+    app, r = desk.app, desk.round()
+    desk.do("place_stake", r, "P1", 1, 10)
+    desk.do("place_stake", r, "P2", 2, 10)
+    desk.do("deal", r)
+    desk.do("split", r, "P1", 1, 0)
+    frames = app.replay(r)
+    events = app.round_events(r)
+    assert [fr["event"] for fr in frames] == events
+    for frame in frames:
+        version = frame["event"]["version"]
+        assert frame["state"] == app.round_state(r, version)
+    assert frames[-1]["state"] == app.round_state(r)
+    assert len(app.round_state(r, 2)["boxes"]) == 1

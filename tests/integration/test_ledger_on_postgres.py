@@ -1,0 +1,150 @@
+"""What only a real PostgreSQL can show: crashes, races, immutable and chained storage."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+
+from api.database import DatabaseSettings
+from ledger.application import GameLedger
+from ledger.errors import Conflict
+from ledger.rules import CASINO
+from ledger.sealing import ShoeSealer
+from ledger.storage import chain_head, verify_chain
+from tests.scripted import SteeredShuffle
+
+NewEnv = Callable[[], dict[str, str]]
+
+
+@pytest.fixture
+def env(postgres_env: NewEnv) -> dict[str, str]:
+    return postgres_env()
+
+
+@pytest.fixture
+def ledgers(env: dict[str, str]) -> Iterator[Callable[..., GameLedger]]:
+    """GameLedgers sharing one schema and one shoe key, like the workers of one service."""
+    key = ShoeSealer.new_key()
+    made: list[GameLedger] = []
+
+    def make(cls: type[GameLedger] = GameLedger, **kwargs: Any) -> GameLedger:
+        ledger = cls(env=env, shoe_key=key, **kwargs)
+        made.append(ledger)
+        return ledger
+
+    yield make
+    for ledger in made:
+        ledger.close()
+
+
+def open_round(app: GameLedger, stakes: int = 2) -> tuple[UUID, UUID]:
+    table = app.open_table("t", "boss", "T1", CASINO)
+    for n in range(1, stakes + 1):
+        app.open_account(f"a{n}", "cashier", f"P{n}")
+        app.buy_in(f"b{n}", "cashier", f"P{n}", 1000)
+    r = app.start_round("s", "dealer", table)
+    for n in range(1, stakes + 1):
+        app.place_stake(f"p{n}", "dealer", r, f"P{n}", n, 10)
+    app.deal("d", "dealer", r)
+    return table, r
+
+
+def test_a_crashed_process_resumes_the_round_with_the_same_shoe(
+        ledgers: Callable[..., GameLedger]) -> None:
+    # Box 1 holds 5,6 and will hit; box 2 stands on 19; the dealer shows a 7.
+    first = ledgers(randbelow=SteeredShuffle("5S TH 7D 6S 9C 4H 8C TS"))
+    table, r = open_round(first)
+    first.hit("h1", "dealer", r, "P1", 1, 0)  # 5,6,4 = 15
+    del first  # the process dies mid-round: nothing else of it survives
+
+    second = ledgers()
+    assert second.round_state(r)["boxes"][0]["hands"][0]["cards"] == ["5S", "6S", "4H"]
+    second.stand("h2", "dealer", r, "P1", 1, 0)
+    second.stand("h3", "dealer", r, "P2", 2, 0)
+    second.play_dealer("h4", "dealer", r)
+    second.settle("h5", "dealer", r)
+    assert second.round_state(r)["dealer"]["cards"] == ["7D", "8C", "TS"]  # same shoe order
+    assert second.check_round(r) == []
+    shoe = UUID(second.round_state(r)["shoe_id"])
+    second.close_table("c", "manager", table, "end of shift")
+    assert second.verify_shoe(shoe) == []
+
+
+class PausingLedger(GameLedger):
+    """Holds every save at a barrier, so two requests decide before either commits."""
+
+    name = "Ledger"  # the same event table as the service, not one named after this class
+    barrier: threading.Barrier
+
+    def save(self, *objs: Any, **kwargs: Any) -> Any:
+        self.barrier.wait(timeout=10)
+        return super().save(*objs, **kwargs)
+
+
+def test_of_two_racing_decisions_one_wins_and_the_other_conflicts(
+        ledgers: Callable[..., GameLedger]) -> None:
+    setup = ledgers(randbelow=SteeredShuffle("TS TH 7D 6S 9C"))
+    _, r = open_round(setup)
+    barrier = threading.Barrier(2)
+    racers = [ledgers(PausingLedger), ledgers(PausingLedger)]
+    outcomes: dict[str, object] = {}
+
+    def act(name: str, app: GameLedger, decision: str) -> None:
+        app.barrier = barrier  # type: ignore[attr-defined]
+        try:
+            outcomes[name] = getattr(app, decision)(f"race-{name}", "dealer", r, "P1", 1, 0)
+        except Exception as e:  # the test inspects what each racer got
+            outcomes[name] = e
+
+    threads = [threading.Thread(target=act, args=(n, a, d))
+               for n, a, d in (("hit", racers[0], "hit"), ("stand", racers[1], "stand"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    conflicts = [o for o in outcomes.values() if isinstance(o, Conflict)]
+    wins = [o for o in outcomes.values() if isinstance(o, dict)]
+    assert len(conflicts) == 1
+    assert len(wins) == 1
+    events = [e["type"] for e in setup.round_events(r)]
+    assert events.count("HandHit") + events.count("HandStood") == 1
+    assert setup.check_round(r) == []
+
+
+def test_stored_events_refuse_update_delete_and_truncate(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    open_round(ledgers())
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
+    for statement in (f"UPDATE {table} SET topic = topic", f"DELETE FROM {table}",
+                      f"TRUNCATE {table}"):
+        with psycopg.connect(database.conninfo()) as conn, \
+                pytest.raises(psycopg.errors.InsufficientPrivilege, match="immutable"):
+            conn.execute(statement)
+
+
+def test_the_hash_chain_exposes_an_altered_event(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    app = ledgers()
+    open_round(app)
+    report = verify_chain(app.recorder)  # type: ignore[arg-type]
+    assert report.intact
+    assert report.rows == app.recorder.max_notification_id()
+    assert (report.head_notification_id, report.head) == chain_head(app.recorder)  # type: ignore[arg-type]
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
+    with psycopg.connect(database.conninfo()) as conn:  # what a superuser could still do
+        conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+        changed = conn.execute(
+            f"UPDATE {table} SET state = convert_to(replace(convert_from(state, 'UTF8'), "
+            "'1000', '9000'), 'UTF8') WHERE topic = 'pitboss:Account.BoughtIn'").rowcount
+        conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+    assert changed == 2
+    tampered = verify_chain(app.recorder)  # type: ignore[arg-type]
+    assert not tampered.intact
+    assert "does not match the chain" in tampered.findings[0]

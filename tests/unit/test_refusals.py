@@ -1,0 +1,764 @@
+"""Every refusal of the round machine: its type, its rule, a readable sentence, and no change.
+
+Each test brings a round to the moment of the request and asks for something a rule forbids. A
+refusal must raise the typed error naming the rule (R-…) it enforces with a sentence a dealer
+understands, and must leave the round exactly as it was: same state, no fact emitted (the machine
+reports every fact it emits to a recording sink, so even a fact emitted before a late refusal
+would show), and no card taken from the shoe.
+
+Casino deal order (R-G2): box 1, box 2 (, box 3), dealer, box 1, box 2 (, box 3), then the play.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ledger.engine import facts as f
+from ledger.engine.machine import RoundMachine
+from ledger.errors import (
+    BetRefused,
+    DealRefused,
+    DecisionRefused,
+    LedgerError,
+    NotTheOwner,
+    NotYourTurn,
+    RoundClosed,
+)
+from ledger.rules import CASINO, CASINO_WILD, WILD21, RuleSet, TableLimits
+from tests.scripted import Scripted
+
+
+class Watched(Scripted):
+    """A scripted round whose machine reports every fact it emits to ``emitted``."""
+
+    def __init__(self, rules: RuleSet, cards: str, limits: TableLimits | None = None) -> None:
+        super().__init__(rules, cards, limits)
+        self.emitted: list[f.Fact] = []
+        self.m = RoundMachine(rules, limits or TableLimits(), sink=self._record)
+
+    def _record(self, fact: f.Fact) -> None:
+        self.emitted.append(fact)
+        self.m.apply(fact)
+
+
+def snapshot(m: RoundMachine) -> Any:
+    """Everything a refusal must leave alone."""
+    boxes = [(b.number, list(b.bettors), dict(b.initial), list(b.order), b.was_split,
+              [(list(h.cards), dict(h.stakes), h.status, h.done, h.doubled, h.stood,
+                h.split_aces) for h in b.hands])
+             for b in m.boxes.values()]
+    return (m.view(reveal_hole=True), m.phase, boxes, list(m.box_order), list(m.dealer),
+            m.window_open, m.pending, dict(m.insurance), dict(m.open_stakes), m.staked,
+            dict(m.results), m.paid_back, m.house, m.dealer_result, m.void_reason,
+            list(m.rulings), m.hole_revealed)
+
+
+def assert_sentence(text: str) -> None:
+    assert text[:1].isupper(), text
+    assert text.endswith("."), text
+    assert len(text.split()) >= 4, text
+    assert not any(bad in text for bad in ("{", "}", "None", "Traceback", "<")), text
+
+
+def refused(r: Watched, kind: type[LedgerError], rule: str, action: Callable[[], object],
+            match: str | None = None) -> LedgerError:
+    """Run ``action`` and check it is refused with ``kind`` and ``rule`` and changed nothing."""
+    before = snapshot(r.m)
+    counts = (len(r.facts), len(r.emitted), r.shoe.position)
+    with pytest.raises(kind, match=match) as info:
+        action()
+    err = info.value
+    assert type(err) is kind, f"{type(err).__name__}: {err}"
+    assert err.rule == rule, str(err)
+    assert_sentence(err.message)
+    assert str(err) == f"{err.message} ({rule})"
+    assert snapshot(r.m) == before
+    assert (len(r.facts), len(r.emitted), r.shoe.position) == counts
+    return err
+
+
+def table(cards: str = "", limits: TableLimits | None = None,
+          rules: RuleSet = CASINO) -> Watched:
+    return Watched(rules, cards, limits)
+
+
+def two_boxes(cards: str, rules: RuleSet = CASINO, limits: TableLimits | None = None,
+              stake: int = 10) -> Watched:
+    """P1 owns box 1, P2 owns box 2, dealt."""
+    return Watched(rules, cards, limits).bet("P1", 1, stake).bet("P2", 2, stake).deal()
+
+
+def shared_box(cards: str, co_bettors: int = 1) -> Watched:
+    """P1 owns box 1 with co-bettors P2 (and P3); box 2 belongs to P4. Dealt."""
+    r = Watched(CASINO, cards).bet("P1", 1)
+    for n in range(2, 2 + co_bettors):
+        r.bet(f"P{n}", 1)
+    return r.bet("P4", 2).deal()
+
+
+# == betting (R-C8, R-X14, R-M1) ==============================================================
+
+def test_a_stake_below_the_table_minimum_is_refused() -> None:
+    r = table().bet("P1", 2)
+    refused(r, BetRefused, "R-C8", lambda: r.bet("P1", 1, 9), match="below the table minimum")
+
+
+def test_a_stake_over_the_table_maximum_on_an_empty_box_is_refused() -> None:
+    r = table()
+    refused(r, BetRefused, "R-C8", lambda: r.bet("P1", 1, 1001),
+            match="over the table maximum of 1000")
+
+
+def test_stakes_of_several_bettors_over_the_table_maximum_of_one_box_are_refused() -> None:
+    r = table().bet("P1", 1, 600).bet("P2", 1, 390)
+    refused(r, BetRefused, "R-C8", lambda: r.bet("P3", 1, 20), match="would hold 1010")
+    r.bet("P3", 1, 10)  # exactly the maximum is accepted
+    assert sum(r.m.boxes[1].initial.values()) == 1000
+
+
+def test_the_table_maximum_is_per_box_not_per_table() -> None:
+    r = table().bet("P1", 1, 1000)
+    r.bet("P1", 2, 1000)
+    refused(r, BetRefused, "R-C8", lambda: r.bet("P2", 2, 10))
+
+
+def test_a_fourth_bettor_on_a_box_is_refused() -> None:
+    r = table().bet("P1", 1).bet("P2", 1).bet("P3", 1)
+    refused(r, BetRefused, "R-C8", lambda: r.bet("P4", 1), match="3 bettors")
+
+
+def test_a_second_stake_by_the_same_bettor_on_one_box_is_refused() -> None:
+    r = table().bet("P1", 1, 50)
+    refused(r, BetRefused, "R-X14", lambda: r.bet("P1", 1, 20), match="already has a stake")
+
+
+def test_a_stake_is_raised_by_withdrawing_and_placing_again() -> None:
+    r = table().bet("P1", 1, 50)
+    r._log(r.m.withdraw_stake("P1", 1))
+    r.bet("P1", 1, 70)
+    assert r.m.boxes[1].initial == {"P1": 70}
+
+
+@pytest.mark.parametrize("box", [0, -1, 8, 100])
+def test_a_box_number_outside_the_table_is_refused(box: int) -> None:
+    r = table()
+    refused(r, BetRefused, "R-C8", lambda: r.bet("P1", box), match="does not exist")
+
+
+def test_a_box_number_beyond_a_small_tables_boxes_is_refused() -> None:
+    r = table(limits=TableLimits(boxes=3)).bet("P1", 3)
+    refused(r, BetRefused, "R-C8", lambda: r.bet("P1", 4), match="boxes 1 to 3")
+
+
+@pytest.mark.parametrize("box", [1.5, "2"])
+def test_a_box_number_that_is_not_a_whole_number_is_refused(box: Any) -> None:
+    r = table()
+    refused(r, BetRefused, "R-C8", lambda: r.bet("P1", box))
+
+
+@pytest.mark.parametrize("amount", [0, -10, 10.0, 10.5, "10", True, False, None])
+def test_an_amount_that_is_not_a_positive_whole_number_is_refused(amount: Any) -> None:
+    r = table()
+    refused(r, BetRefused, "R-M1", lambda: r.bet("P1", 1, amount),
+            match="positive whole number")
+
+
+def test_an_amount_that_is_not_a_multiple_of_the_minimum_unit_is_refused() -> None:
+    r = table(limits=TableLimits(min_unit=5))
+    refused(r, BetRefused, "R-M2", lambda: r.bet("P1", 1, 12), match="minimum unit 5")
+
+
+def test_an_amount_above_the_largest_supported_is_refused() -> None:
+    r = table(limits=TableLimits(table_max=10**12))
+    refused(r, BetRefused, "R-M1", lambda: r.bet("P1", 1, 10**12 + 1), match="10\\^12")
+
+
+@pytest.mark.parametrize("bettor", ["", "x" * 65, None, 7])
+def test_a_bettor_without_a_proper_name_is_refused(bettor: Any) -> None:
+    r = table()
+    refused(r, BetRefused, "R-C8", lambda: r.bet(bettor, 1), match="1 to 64 characters")
+
+
+def test_withdrawing_a_stake_nobody_placed_is_refused() -> None:
+    r = table().bet("P1", 1)
+    refused(r, BetRefused, "R-X14", lambda: r.m.withdraw_stake("P1", 2), match="no stake")
+
+
+def test_withdrawing_another_bettors_stake_is_refused() -> None:
+    r = table().bet("P1", 1)
+    refused(r, BetRefused, "R-X14", lambda: r.m.withdraw_stake("P2", 1), match="P2 has no stake")
+
+
+def test_placing_a_stake_after_betting_closed_is_refused() -> None:
+    r = two_boxes("TS 9H 7D 6S 7C")
+    refused(r, DecisionRefused, "R-C8", lambda: r.bet("P3", 3), match="Betting is closed")
+
+
+def test_withdrawing_a_stake_after_betting_closed_is_refused() -> None:
+    r = two_boxes("TS 9H 7D 6S 7C")
+    refused(r, DecisionRefused, "R-C8", lambda: r.m.withdraw_stake("P1", 1),
+            match="Betting is closed")
+
+
+def test_closing_betting_twice_is_refused() -> None:
+    r = two_boxes("TS 9H 7D 6S 7C 2D")
+    refused(r, DecisionRefused, "R-C8", lambda: r.deal())
+
+
+# == the deal (R-C8) =========================================================================
+
+def test_dealing_with_no_stake_is_refused() -> None:
+    r = table("TS 9H 7D 6S 7C")
+    refused(r, DealRefused, "R-C8", lambda: r.deal(), match="No stake")
+
+
+def test_dealing_after_every_stake_was_withdrawn_is_refused() -> None:
+    r = table("TS 9H 7D 6S 7C").bet("P1", 1)
+    r._log(r.m.withdraw_stake("P1", 1))
+    refused(r, DealRefused, "R-C8", lambda: r.deal())
+
+
+def test_dealing_to_a_lone_player_on_one_box_is_refused() -> None:
+    r = table("TS 9H 7D 6S 7C").bet("P1", 1)
+    refused(r, DealRefused, "R-C8", lambda: r.deal(), match="at least 2 boxes")
+
+
+def test_a_lone_player_whose_second_box_was_withdrawn_is_not_dealt() -> None:
+    r = table("TS 9H 7D 6S 7C").bet("P1", 1).bet("P1", 2)
+    r._log(r.m.withdraw_stake("P1", 2))
+    refused(r, DealRefused, "R-C8", lambda: r.deal(), match="only player")
+
+
+def test_a_lone_player_with_a_co_bettor_on_his_box_is_dealt() -> None:
+    r = table("TS 9H 7D 6S 7C").bet("P1", 1).bet("P2", 1).deal()
+    assert r.m.phase == "playing"
+
+
+@pytest.mark.parametrize("decision", ["hit", "stand", "double", "split"])
+def test_a_playing_decision_before_the_deal_is_refused(decision: str) -> None:
+    r = table("TS 9H 7D 6S 7C").bet("P1", 1).bet("P2", 2)
+    refused(r, DecisionRefused, "R-G2", lambda: getattr(r, decision)("P1", 1),
+            match="Betting is still open")
+
+
+def test_dealer_play_and_insurance_before_the_deal_are_refused() -> None:
+    r = table("TS 9H 7D 6S 7C").bet("P1", 1).bet("P2", 2)
+    refused(r, DecisionRefused, "R-G2", lambda: r.dealer())
+    refused(r, DecisionRefused, "R-G2", lambda: r.insure("P1", 5))
+
+
+# == who decides and when (R-C4, R-C3, R-G4) ====================================================
+
+PLAYS = ["hit", "stand", "double", "split"]
+
+
+@pytest.mark.parametrize("decision", PLAYS)
+@pytest.mark.parametrize("who", ["P2", "P4", "P9"])
+def test_a_playing_decision_by_anyone_but_the_owner_is_refused(decision: str, who: str) -> None:
+    # Box 1: P1 owns 8,8 with co-bettor P2; box 2 belongs to P4; P9 has no stake.
+    r = shared_box("8S 9H 7D 8H 9C")
+    refused(r, NotTheOwner, "R-C4", lambda: getattr(r, decision)(who, 1),
+            match="Only the box owner, P1")
+
+
+@pytest.mark.parametrize("decision", PLAYS)
+def test_a_later_box_acting_before_an_earlier_one_is_refused(decision: str) -> None:
+    r = two_boxes("8S 9H 7D 8H 9C")
+    refused(r, NotYourTurn, "R-C3", lambda: getattr(r, decision)("P2", 2),
+            match="box 1, hand 0 plays first")
+
+
+def test_a_split_hand_acting_before_the_hand_to_its_left_is_refused() -> None:
+    r = two_boxes("8S 9H 7D 8H 9C 2D").split("P1", 1)
+    refused(r, NotYourTurn, "R-C3", lambda: r.hit("P1", 1, 1), match="hand 0 plays first")
+
+
+@pytest.mark.parametrize("decision", PLAYS)
+def test_a_playing_decision_on_a_hand_that_stood_is_refused(decision: str) -> None:
+    r = two_boxes("8S 9H 7D 8H 9C").stand("P1", 1)
+    refused(r, NotYourTurn, "R-G4", lambda: getattr(r, decision)("P1", 1),
+            match="finished its turn")
+
+
+def test_a_hit_on_a_hand_that_went_over_21_is_refused() -> None:
+    r = two_boxes("TS 9H 7D 6S 9C 8D").hit("P1", 1)
+    assert r.m.boxes[1].hands[0].status == "bust"
+    refused(r, NotYourTurn, "R-G3", lambda: r.hit("P1", 1), match="finished its turn")
+
+
+def test_a_hit_on_a_hand_of_21_is_refused() -> None:
+    r = two_boxes("5S 9H 7D 6S 9C TD").hit("P1", 1)
+    assert r.m.boxes[1].hands[0].cards == ["5S", "6S", "TD"]
+    refused(r, DecisionRefused, "R-G4", lambda: r.hit("P1", 1), match="21 stands automatically")
+
+
+def test_a_decision_on_a_box_without_a_stake_is_refused() -> None:
+    r = two_boxes("8S 9H 7D 8H 9C")
+    refused(r, DecisionRefused, "R-C8", lambda: r.hit("P1", 5), match="Box 5 has no stake")
+
+
+def test_a_decision_on_a_hand_that_does_not_exist_is_refused() -> None:
+    r = two_boxes("8S 9H 7D 8H 9C")
+    refused(r, DecisionRefused, "R-C3", lambda: r.hit("P1", 1, 1), match="no hand 1")
+
+
+# == hit, double, split (R-C2, R-C3) =============================================================
+
+def test_a_hit_after_a_double_is_refused() -> None:
+    r = two_boxes("5S 9H 7D 6S 9C 2D").double("P1", 1)
+    refused(r, DecisionRefused, "R-C2", lambda: r.hit("P1", 1), match="doubled")
+
+
+@pytest.mark.parametrize("hand", [0, 1])
+def test_a_hit_on_split_aces_is_refused(hand: int) -> None:
+    r = two_boxes("AS 9H 7D AH 9C 5D 6C").split("P1", 1)
+    refused(r, DecisionRefused, "R-C3", lambda: r.hit("P1", 1, hand), match="exactly one card")
+
+
+def test_a_double_on_a_natural_is_refused() -> None:
+    r = two_boxes("AS 9H 7D KS 9C")
+    refused(r, DecisionRefused, "R-C2", lambda: r.double("P1", 1), match="natural")
+
+
+def test_a_double_on_three_cards_is_refused() -> None:
+    r = two_boxes("2S 9H 7D 3S 9C 4D").hit("P1", 1)
+    refused(r, DecisionRefused, "R-C2", lambda: r.double("P1", 1), match="first two cards")
+
+
+def test_a_double_on_split_aces_is_refused() -> None:
+    r = two_boxes("AS 9H 7D AH 9C 5D 6C").split("P1", 1)
+    refused(r, DecisionRefused, "R-C2", lambda: r.double("P1", 1, 0), match="Split aces")
+
+
+def test_a_double_after_a_split_is_allowed_except_on_aces() -> None:
+    r = two_boxes("8S 9H 7D 8H 9C 3D 2C 4C").split("P1", 1).double("P1", 1, 0)
+    assert r.m.boxes[1].hands[0].stakes == {"P1": 20}
+
+
+def test_a_split_of_two_cards_of_different_values_is_refused() -> None:
+    r = two_boxes("TS 9H 7D 6S 9C")
+    refused(r, DecisionRefused, "R-C3", lambda: r.split("P1", 1), match="same value")
+
+
+def test_a_split_of_an_ace_and_a_nine_is_refused() -> None:
+    r = two_boxes("AS 9H 7D 9S 9C")
+    refused(r, DecisionRefused, "R-C3", lambda: r.split("P1", 1), match="same value")
+
+
+def test_a_king_and_a_ten_count_as_a_pair() -> None:
+    r = two_boxes("KS 9H 7D TS 9C 2D 3D").split("P1", 1)
+    assert [h.cards for h in r.m.boxes[1].hands] == [["KS", "2D"], ["TS"]]
+
+
+def test_a_split_of_three_cards_is_refused() -> None:
+    r = two_boxes("4S 9H 7D 4H 9C 2D").hit("P1", 1)
+    refused(r, DecisionRefused, "R-C3", lambda: r.split("P1", 1), match="two first cards")
+
+
+def test_a_split_beyond_three_hands_is_refused() -> None:
+    r = two_boxes("8S 9H 7D 8H 9C 8D 8C").split("P1", 1).split("P1", 1, 0)
+    assert len(r.m.boxes[1].hands) == 3
+    refused(r, DecisionRefused, "R-C3", lambda: r.split("P1", 1, 0), match="3 hands")
+
+
+def test_a_split_beyond_a_house_limit_of_two_hands_is_refused() -> None:
+    rules = CASINO.evolve(max_hands_per_box=2)
+    r = two_boxes("8S 9H 7D 8H 9C 8D", rules=rules).split("P1", 1)
+    refused(r, DecisionRefused, "R-C3", lambda: r.split("P1", 1, 0), match="2 hands")
+
+
+def test_a_resplit_of_aces_is_refused() -> None:
+    r = two_boxes("AS 9H 7D AH 9C AD 6C").split("P1", 1)
+    assert r.m.boxes[1].hands[0].cards == ["AS", "AD"]
+    refused(r, DecisionRefused, "R-C3", lambda: r.split("P1", 1, 0), match="aces")
+
+
+# == surrender (R-C1, R-X3, R-C4) ==============================================================
+
+def test_surrender_against_a_dealer_ace_is_refused() -> None:
+    r = two_boxes("TS 9H AD 6S 9C")
+    refused(r, DecisionRefused, "R-C1", lambda: r.surrender("P1", 1), match="upcard is an ace")
+
+
+def test_surrender_after_a_card_has_left_the_shoe_is_refused() -> None:
+    r = two_boxes("TS 9H 7D 6S 5C 2D").hit("P1", 1)
+    refused(r, DecisionRefused, "R-X3", lambda: r.surrender("P2", 2), match="window has closed")
+
+
+def test_surrender_of_a_box_whose_turn_has_not_come_is_allowed_in_the_window() -> None:
+    r = two_boxes("TS 9H 7D 6S 5C").surrender("P2", 2)
+    assert r.outcome("P2", 2) == f.SURRENDERED
+
+
+def test_surrender_after_standing_is_refused() -> None:
+    r = two_boxes("TS 9H 7D 6S 5C").stand("P1", 1)
+    refused(r, DecisionRefused, "R-X3", lambda: r.surrender("P1", 1), match="Standing is final")
+
+
+def test_surrender_after_a_split_is_refused() -> None:
+    r = two_boxes("8S 9H 7D 8H 9C 2D 3D").split("P1", 1)
+    refused(r, DecisionRefused, "R-X3", lambda: r.surrender("P1", 1), match="window has closed")
+
+
+def test_surrender_after_a_double_is_refused() -> None:
+    r = two_boxes("5S 9H 7D 6S 9C 2D").double("P1", 1)
+    refused(r, DecisionRefused, "R-X3", lambda: r.surrender("P1", 1), match="window has closed")
+
+
+def test_surrender_of_a_natural_is_refused() -> None:
+    r = two_boxes("AS 9H TD KS 9C")
+    refused(r, DecisionRefused, "R-C1", lambda: r.surrender("P1", 1), match="natural")
+
+
+def test_surrender_by_a_co_bettor_is_refused() -> None:
+    r = shared_box("TS 9H 7D 6S 9C")
+    refused(r, NotTheOwner, "R-C4", lambda: r.surrender("P2", 1), match="Only the box owner, P1")
+
+
+def test_surrendering_a_box_twice_is_refused() -> None:
+    r = two_boxes("TS 9H 7D 6S 9C").surrender("P1", 1)
+    refused(r, DecisionRefused, "R-C1", lambda: r.surrender("P1", 1), match="already surrendered")
+
+
+def test_surrender_of_a_box_without_a_stake_is_refused() -> None:
+    r = two_boxes("TS 9H 7D 6S 9C")
+    refused(r, DecisionRefused, "R-C8", lambda: r.surrender("P1", 4), match="Box 4 has no stake")
+
+
+# == insurance (R-C5, R-X6, R-X3) ===============================================================
+
+def test_insurance_against_a_non_ace_upcard_is_refused() -> None:
+    r = two_boxes("TS 9H KD 6S 9C")
+    refused(r, DecisionRefused, "R-C5", lambda: r.insure("P1", 5), match="upcard is an ace")
+
+
+def test_a_second_insurance_by_one_player_is_refused() -> None:
+    r = Watched(CASINO, "TS 9H AD 6S 9C").bet("P1", 1, 100).bet("P1", 2, 100).deal()
+    r.insure("P1", 20)
+    refused(r, DecisionRefused, "R-C5", lambda: r.insure("P1", 20), match="one per player")
+
+
+def test_insurance_over_half_the_players_stakes_is_refused() -> None:
+    r = two_boxes("TS 9H AD 6S 9C", stake=15)
+    refused(r, DecisionRefused, "R-X6", lambda: r.insure("P1", 8), match="limit of 7")
+    r.insure("P1", 7)
+    assert r.m.insurance == {"P1": 7}
+
+
+def test_the_insurance_cap_counts_the_players_co_bets() -> None:
+    r = Watched(CASINO, "TS 9H AD 6S 9C").bet("P1", 1, 10).bet("P2", 2, 10).bet("P1", 2, 20)
+    r.deal()
+    refused(r, DecisionRefused, "R-X6", lambda: r.insure("P1", 16), match="limit of 15")
+    r.insure("P1", 15)
+
+
+def test_insurance_below_the_minimum_chip_is_refused() -> None:
+    r = two_boxes("TS 9H AD 6S 9C", stake=100)
+    refused(r, DecisionRefused, "R-C5", lambda: r.insure("P1", 4), match="minimum chip of 5")
+
+
+def test_insurance_after_a_card_has_left_the_shoe_is_refused() -> None:
+    r = two_boxes("TS 9H AD 6S 9C 2D").hit("P1", 1)
+    refused(r, DecisionRefused, "R-X3", lambda: r.insure("P2", 5), match="window has closed")
+
+
+def test_insurance_by_a_player_with_no_stake_is_refused() -> None:
+    r = two_boxes("TS 9H AD 6S 9C")
+    refused(r, DecisionRefused, "R-C5", lambda: r.insure("P9", 5), match="P9 has no stake")
+
+
+@pytest.mark.parametrize("amount", [0, -5, 5.0, True, "5"])
+def test_insurance_of_an_amount_that_is_not_a_positive_whole_number_is_refused(
+        amount: Any) -> None:
+    r = two_boxes("TS 9H AD 6S 9C")
+    refused(r, BetRefused, "R-M1", lambda: r.insure("P1", amount))
+
+
+# == even money (R-C6, R-X3) ===================================================================
+
+def test_even_money_without_a_natural_is_refused() -> None:
+    r = two_boxes("TS 9H AD 9S 9C")
+    refused(r, DecisionRefused, "R-C6", lambda: r.even_money("P1", 1), match="natural")
+
+
+def test_even_money_against_a_non_ace_upcard_is_refused() -> None:
+    r = two_boxes("AS 9H 9D KS 9C")
+    refused(r, DecisionRefused, "R-C6", lambda: r.even_money("P1", 1), match="dealer's ace")
+
+
+def test_even_money_after_a_card_has_left_the_shoe_is_refused() -> None:
+    r = two_boxes("AS 9H AD KS 5C 2D").hit("P2", 2)
+    refused(r, DecisionRefused, "R-X3", lambda: r.even_money("P1", 1), match="window has closed")
+
+
+def test_even_money_taken_twice_is_refused() -> None:
+    r = two_boxes("AS 9H AD KS 9C").even_money("P1", 1)
+    refused(r, DecisionRefused, "R-C6", lambda: r.even_money("P1", 1), match="no open stake")
+
+
+def test_even_money_by_a_bettor_without_a_stake_on_the_box_is_refused() -> None:
+    r = two_boxes("AS 9H AD KS 9C")
+    refused(r, DecisionRefused, "R-C6", lambda: r.even_money("P2", 1), match="P2 has no open")
+
+
+# == co-bettor answers (R-C4, R-X9) ============================================================
+
+def test_a_co_bettor_answering_before_his_turn_is_refused() -> None:
+    r = shared_box("5S 9H 7D 6S 9C 2D", co_bettors=2).double("P1", 1)
+    assert r.m.pending is not None
+    assert r.m.pending.bettors == ("P2", "P3")
+    refused(r, NotYourTurn, "R-X9", lambda: r.answer("P3", 1, 0, True), match="P2 answers")
+
+
+@pytest.mark.parametrize("who", ["P4", "P9", "P1"])
+def test_an_answer_by_a_bettor_who_was_not_asked_is_refused(who: str) -> None:
+    r = shared_box("5S 9H 7D 6S 9C 2D").double("P1", 1)
+    refused(r, DecisionRefused, "R-C4", lambda: r.answer(who, 1, 0, True),
+            match="no double or split to answer")
+
+
+def test_an_answer_with_nothing_to_answer_is_refused() -> None:
+    r = shared_box("5S 9H 7D 6S 9C 2D")
+    refused(r, DecisionRefused, "R-C4", lambda: r.answer("P2", 1, 0, True))
+
+
+def test_an_answer_about_another_hand_is_refused() -> None:
+    r = shared_box("8S 9H 7D 8H 9C 2D").split("P1", 1)
+    refused(r, DecisionRefused, "R-C4", lambda: r.answer("P2", 1, 1, True))
+    refused(r, DecisionRefused, "R-C4", lambda: r.answer("P2", 2, 0, True))
+
+
+@pytest.mark.parametrize("decision", ["stand", "hit", "double", "split"])
+def test_another_box_cannot_play_while_a_co_bettor_answer_is_pending(decision: str) -> None:
+    r = shared_box("5S 9H 7D 6S 9C 2D").double("P1", 1)
+    refused(r, NotYourTurn, "R-X9", lambda: getattr(r, decision)("P4", 2),
+            match="P2 must first answer")
+
+
+def test_the_owner_cannot_stand_while_a_co_bettor_answer_is_pending() -> None:
+    r = shared_box("5S 9H 7D 6S 9C 2D").double("P1", 1)
+    refused(r, NotYourTurn, "R-X9", lambda: r.stand("P1", 1), match="P2 must first answer")
+
+
+@pytest.mark.parametrize("hand", [0, 1])
+def test_split_hands_cannot_play_while_a_co_bettor_answer_is_pending(hand: int) -> None:
+    r = shared_box("8S 9H 7D 8H 9C 2D").split("P1", 1)
+    refused(r, NotYourTurn, "R-X9", lambda: r.hit("P1", 1, hand), match="P2 must first answer")
+
+
+def test_the_dealer_cannot_play_while_a_co_bettor_answer_is_pending() -> None:
+    r = shared_box("5S 9H 7D 6S 9C 2D").double("P1", 1)
+    refused(r, NotYourTurn, "R-X9", lambda: r.dealer(), match="P2 must answer")
+
+
+def test_surrender_is_refused_while_a_co_bettor_answer_is_pending() -> None:
+    r = shared_box("5S 9H 7D 6S 9C 2D").double("P1", 1)
+    refused(r, NotYourTurn, "R-X9", lambda: r.surrender("P4", 2))
+
+
+def test_insurance_is_refused_while_a_co_bettor_answer_is_pending() -> None:
+    r = shared_box("5S 9H AD 6S 9C 2D").double("P1", 1)
+    refused(r, NotYourTurn, "R-X9", lambda: r.insure("P4", 5))
+
+
+def test_even_money_is_refused_while_a_co_bettor_answer_is_pending() -> None:
+    r = shared_box("5S AH AD 6S KC 2D").double("P1", 1)
+    refused(r, NotYourTurn, "R-X9", lambda: r.even_money("P4", 2))
+
+
+# == the dealer and settlement (R-G8, R-G5) ====================================================
+
+def test_the_dealer_cannot_play_before_every_hand_has_finished() -> None:
+    r = two_boxes("TS 9H 7D 6S 9C").stand("P1", 1)
+    refused(r, NotYourTurn, "R-G8", lambda: r.dealer(), match="Box 2, hand 0 has not finished")
+
+
+def test_settling_before_the_dealer_has_played_is_refused() -> None:
+    r = two_boxes("TS 9H 7D 6S 9C").stand("P1", 1).stand("P2", 2)
+    refused(r, DecisionRefused, "R-G5", lambda: r.settle(), match="dealer")
+
+
+# == closed rounds (R-V1, R-V2) ================================================================
+
+def commands(r: Watched) -> dict[str, Callable[[], object]]:
+    d = r.shoe.draw
+    m = r.m
+    return {
+        "place_stake": lambda: m.place_stake("P1", 3, 10),
+        "withdraw_stake": lambda: m.withdraw_stake("P1", 1),
+        "close_betting": lambda: m.close_betting(d),
+        "hit": lambda: m.hit("P1", 1, 0, d),
+        "stand": lambda: m.stand("P1", 1, 0, d),
+        "double": lambda: m.double("P1", 1, 0, d),
+        "split": lambda: m.split("P1", 1, 0, d),
+        "answer": lambda: m.answer("P2", 1, 0, True, d),
+        "surrender": lambda: m.surrender("P1", 1),
+        "insure": lambda: m.insure("P1", 5),
+        "take_even_money": lambda: m.take_even_money("P1", 1),
+        "play_dealer": lambda: m.play_dealer(d),
+        "settle": lambda: m.settle(),
+        "void": lambda: m.void("late complaint"),
+    }
+
+
+COMMANDS = list(commands(Watched(CASINO, "")))
+
+
+def settled_round() -> Watched:
+    r = two_boxes("8S 9H 7D 8H 9C TD").stand("P1", 1).stand("P2", 2).finish()
+    assert r.m.phase == "settled"
+    return r
+
+
+def voided_round() -> Watched:
+    r = two_boxes("8S 9H 7D 8H 9C")
+    r._log(r.m.void("wrong shoe loaded"))
+    assert r.m.phase == "voided"
+    return r
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_any_decision_on_a_settled_round_is_refused(command: str) -> None:
+    r = settled_round()
+    refused(r, RoundClosed, "R-V2", commands(r)[command], match="settled")
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "record_ruling"])
+def test_any_decision_on_a_voided_round_is_refused(command: str) -> None:
+    r = voided_round()
+    action = commands(r).get(command) or (
+        lambda: r.m.record_ruling("misdeal", [3], {"P1": 10}))
+    refused(r, RoundClosed, "R-V1", action, match="voided")
+
+
+def test_voiding_a_settled_round_is_refused() -> None:
+    r = settled_round()
+    refused(r, RoundClosed, "R-V2", lambda: r.m.void("dealer misread a card"),
+            match="no more decisions")
+
+
+@pytest.mark.parametrize("reason", ["", "   "])
+def test_a_void_without_a_reason_is_refused(reason: str) -> None:
+    r = two_boxes("8S 9H 7D 8H 9C")
+    refused(r, DecisionRefused, "R-V1", lambda: r.m.void(reason), match="needs a reason")
+
+
+# == rulings (R-V2) ===========================================================================
+
+def test_a_ruling_on_a_settled_round_is_recorded() -> None:
+    r = settled_round()
+    out = r.m.record_ruling("card misread", [5], {"P1": 10})
+    assert [type(x) for x in out] == [f.RulingRecorded]
+
+
+def test_a_ruling_on_an_unsettled_round_is_refused() -> None:
+    r = two_boxes("8S 9H 7D 8H 9C")
+    refused(r, DecisionRefused, "R-V2", lambda: r.m.record_ruling("early", [1], {"P1": 10}),
+            match="settled")
+
+
+@pytest.mark.parametrize("reason", ["", "  "])
+def test_a_ruling_without_a_reason_is_refused(reason: str) -> None:
+    r = settled_round()
+    refused(r, DecisionRefused, "R-V2", lambda: r.m.record_ruling(reason, [5], {"P1": 10}),
+            match="needs a reason")
+
+
+@pytest.mark.parametrize("corrects", [[], [0], [-1], [True], ["5"]])
+def test_a_ruling_that_names_no_valid_event_is_refused(corrects: list[Any]) -> None:
+    r = settled_round()
+    refused(r, DecisionRefused, "R-V2",
+            lambda: r.m.record_ruling("misread", corrects, {"P1": 10}), match="event versions")
+
+
+@pytest.mark.parametrize("adjustments", [{}, {"P1": 0}, {"P1": 10, "P2": 0}, {"P1": 1.5},
+                                         {"P1": True}])
+def test_a_ruling_with_zero_or_non_whole_amounts_is_refused(adjustments: dict[str, Any]) -> None:
+    r = settled_round()
+    refused(r, DecisionRefused, "R-V2",
+            lambda: r.m.record_ruling("misread", [5], adjustments), match="non-zero whole")
+
+
+def test_a_ruling_for_a_player_who_had_no_stake_is_refused() -> None:
+    r = settled_round()
+    refused(r, DecisionRefused, "R-V2",
+            lambda: r.m.record_ruling("misread", [5], {"P1": 10, "P9": -10}),
+            match="P9 had no stake")
+
+
+# == wild21: options that game does not have (R-S2) ==============================================
+# Deal order: box 1, 2, 3, dealer face down, box 1, 2, 3, dealer face up.
+
+def wild21_round(cards: str) -> Watched:
+    return Watched(WILD21, cards).bet("P1", 1).bet("P2", 2).bet("P3", 3).deal()
+
+
+WILD21_DEAL = "8S 5H 9C TD 8H 6H 7C AD"  # box 1 8,8; box 2 5,6; box 3 9,7; dealer T, A up
+
+
+def test_wild21_has_no_double() -> None:
+    r = wild21_round(WILD21_DEAL)
+    refused(r, DecisionRefused, "R-C2", lambda: r.double("P1", 1), match="no doubling")
+
+
+def test_wild21_has_no_split() -> None:
+    r = wild21_round(WILD21_DEAL)
+    refused(r, DecisionRefused, "R-C3", lambda: r.split("P1", 1), match="no splitting")
+
+
+def test_wild21_has_no_surrender() -> None:
+    r = wild21_round(WILD21_DEAL)
+    refused(r, DecisionRefused, "R-C1", lambda: r.surrender("P2", 2), match="no surrender")
+
+
+def test_wild21_has_no_insurance_even_against_an_ace() -> None:
+    r = wild21_round(WILD21_DEAL)
+    assert r.m.upcard == "AD"
+    refused(r, DecisionRefused, "R-C5", lambda: r.insure("P1", 5), match="no insurance")
+
+
+def test_wild21_has_no_even_money() -> None:
+    r = wild21_round("AS 5H 9C TD KH 6H 7C AD")
+    refused(r, DecisionRefused, "R-C6", lambda: r.even_money("P1", 1), match="no even money")
+
+
+def test_wild21_allows_one_bettor_per_box() -> None:
+    r = Watched(WILD21, "").bet("P1", 1)
+    refused(r, BetRefused, "R-C8", lambda: r.bet("P2", 1), match="most this table allows")
+
+
+def test_wild21_hand_holding_the_wild_card_takes_no_hit() -> None:
+    r = wild21_round("W 5H 9C TD 8H 6H 7C 9D")
+    refused(r, DecisionRefused, "R-W1", lambda: r.hit("P1", 1))
+
+
+# == casino_wild: the wild card ends the turn (R-W1) =============================================
+
+def test_a_hand_dealt_the_wild_card_takes_no_hit() -> None:
+    r = two_boxes("W 9H 7D 6S 7C", rules=CASINO_WILD)
+    refused(r, DecisionRefused, "R-W1", lambda: r.hit("P1", 1))
+
+
+def test_a_hand_that_drew_the_wild_card_takes_no_further_hit() -> None:
+    r = two_boxes("TS 9H 7D 4S 7C W", rules=CASINO_WILD).hit("P1", 1)
+    assert r.m.boxes[1].hands[0].cards == ["TS", "4S", "W"]
+    refused(r, DecisionRefused, "R-W1", lambda: r.hit("P1", 1))
+
+
+def test_a_hand_holding_the_wild_card_cannot_double() -> None:
+    r = two_boxes("W 9H 7D 6S 7C", rules=CASINO_WILD)
+    refused(r, DecisionRefused, "R-W1", lambda: r.double("P1", 1))
+
+
+def test_a_hand_holding_the_wild_card_cannot_surrender() -> None:
+    r = two_boxes("W 9H 7D 6S 7C", rules=CASINO_WILD)
+    refused(r, DecisionRefused, "R-W1", lambda: r.surrender("P1", 1), match="wild card")
+
+
+def test_a_forfeited_hand_takes_no_hit() -> None:
+    r = two_boxes("W 9H 7D 6S 7C", rules=CASINO_WILD)
+    assert r.m.boxes[2].hands[0].status == "forfeited"
+    refused(r, NotYourTurn, "R-W2", lambda: r.hit("P2", 2), match="forfeited")
