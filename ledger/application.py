@@ -46,6 +46,7 @@ from ledger.errors import (
     Conflict,
     DealRefused,
     DecisionRefused,
+    InvariantBroken,
     LedgerError,
     NotFound,
     RequestIdReused,
@@ -83,11 +84,13 @@ class GameLedger(Application[UUID]):
         "APPLICATION_RECORDER_TOPIC": "ledger.storage:LedgerRecorder",
     }
 
-    def __init__(self, env: dict[str, str] | None = None, *, shoe_key: bytes,
+    def __init__(self, env: dict[str, str] | None = None, *, shoe_key: bytes | None = None,
                  clock: Clock = utc_now,
                  randbelow: Callable[[int], int] = secrets.randbelow) -> None:
+        """``shoe_key`` seals and opens shoe orders; a ledger built without one (a projection
+        reading the event log) can read everything but cannot shuffle or deal."""
         super().__init__(env=env)
-        self._sealer = ShoeSealer(shoe_key)
+        self._shoe_key = shoe_key
         self._clock = clock
         self._randbelow = randbelow
         self._orders: OrderedDict[UUID, list[Card]] = OrderedDict()
@@ -542,7 +545,7 @@ class GameLedger(Application[UUID]):
             ShoeRecord.Created, id=shoe_id, timestamp=self._clock(), table_id=table.id,
             shoe_no=shoe_no, decks=rules.decks, wild_cards=rules.wild_cards, size=shoe.size,
             cut=shoe.cut, commitment=commitment(order, salt), sealing=SCHEME,
-            sealed_order=self._sealer.seal(shoe_id, order, salt), actor=actor,
+            sealed_order=self._sealer().seal(shoe_id, order, salt), actor=actor,
             request_id=request_id)
         table.trigger_event(Table.ShoeStarted, shoe_id=shoe_id, shoe_no=shoe_no, actor=actor,
                             request_id=request_id, timestamp=self._clock())
@@ -554,7 +557,7 @@ class GameLedger(Application[UUID]):
         record = self._get(ShoeRecord, shoe_id, "shoe")
         if record.retired:
             return []
-        order, salt = self._sealer.open(shoe_id, record.sealed_order)
+        order, salt = self._sealer().open(shoe_id, record.sealed_order)
         record.trigger_event(ShoeRecord.Retired, order=list(order), salt=salt.hex(),
                              reason=reason, actor=actor, request_id=request_id,
                              timestamp=self._clock())
@@ -564,11 +567,17 @@ class GameLedger(Application[UUID]):
     def _order(self, record: ShoeRecord) -> list[Card]:
         order = self._orders.get(record.id)
         if order is None:
-            order, _ = self._sealer.open(record.id, record.sealed_order)
+            order, _ = self._sealer().open(record.id, record.sealed_order)
             self._remember(record.id, order)
         else:
             self._orders.move_to_end(record.id)
         return order
+
+    def _sealer(self) -> ShoeSealer:
+        if self._shoe_key is None:
+            raise InvariantBroken("this ledger was built without the shoe key and cannot "
+                                  "shuffle, deal or reveal a shoe")
+        return ShoeSealer(self._shoe_key)
 
     def _remember(self, shoe_id: UUID, order: list[Card]) -> None:
         self._orders[shoe_id] = order

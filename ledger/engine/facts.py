@@ -175,6 +175,7 @@ class StakeSettled(Fact):
     rate: list[int]
     remainder: list[int]
     reason: str
+    prize: str = ""  # "777_mixed", "777_suited" or "678_suited" when a prize was paid
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

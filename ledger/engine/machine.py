@@ -187,9 +187,9 @@ class RoundMachine:
         return (self.rules.naturals and not b.was_split and len(hand.cards) == 2
                 and is_two_card_21(hand.cards))
 
-    def prize_rate(self, b: Box, hand: Hand) -> tuple[int, int] | None:
+    def prize(self, b: Box, hand: Hand) -> tuple[str, tuple[int, int]] | None:
         """R-C7, R-X7: 777 or suited 678 as the first three cards of an unsplit,
-        undoubled hand; None otherwise. A wild card never makes a prize."""
+        undoubled hand, as (name, rate); None otherwise. A wild card never makes a prize."""
         if not self.rules.prizes or b.was_split or hand.doubled or len(hand.cards) != 3:
             return None
         cards = hand.cards
@@ -198,9 +198,11 @@ class RoundMachine:
         ranks = sorted(c[0] for c in cards)
         suited = cards[0][1] == cards[1][1] == cards[2][1]
         if ranks == ["7", "7", "7"]:
-            return self.rules.prize_777_suited if suited else self.rules.prize_777_mixed
+            if suited:
+                return "777_suited", self.rules.prize_777_suited
+            return "777_mixed", self.rules.prize_777_mixed
         if ranks == ["6", "7", "8"] and suited:
-            return self.rules.prize_678_suited
+            return "678_suited", self.rules.prize_678_suited
         return None
 
     def dealer_total(self) -> int:
@@ -672,10 +674,10 @@ class RoundMachine:
 
     def _settle(self, bettor: str, box: int, hand: int, outcome: str, held: int, *,
                 released: int, won: int, rate: list[int], remainder: list[int], reason: str,
-                line: str = f.MAIN) -> None:
+                line: str = f.MAIN, prize: str = "") -> None:
         self._emit(f.StakeSettled(line=line, bettor=bettor, box=box, hand=hand, outcome=outcome,
                                   held=held, released=released, lost=held - released, won=won,
-                                  rate=rate, remainder=remainder, reason=reason))
+                                  rate=rate, remainder=remainder, reason=reason, prize=prize))
 
     # -------------------------------------------------------------- the dealer
 
@@ -687,7 +689,7 @@ class RoundMachine:
                                               for bettor in hand.stakes):
                 continue
             waits = True
-            if not (self.is_natural(b, hand) or self.prize_rate(b, hand)):
+            if not (self.is_natural(b, hand) or self.prize(b, hand)):
                 depends = True
         return depends, waits
 
@@ -754,8 +756,10 @@ class RoundMachine:
         hand = b.hands[hand_id]
         outcome, released, ratio, reason = self._judge(b, hand_id, hand, bettor, held)
         won, rest = payout(held, ratio, unit) if outcome == f.WON else (0, [0, 1])
+        prize = self.prize(b, hand) if outcome == f.WON else None
         self._settle(bettor, box, hand_id, outcome, held, released=released, won=won,
-                     rate=list(ratio), remainder=rest, reason=reason)
+                     rate=list(ratio), remainder=rest, reason=reason,
+                     prize=prize[0] if prize else "")
 
     def _judge(self, b: Box, hand_id: int, hand: Hand, bettor: str,
                held: int) -> tuple[str, int, tuple[int, int], str]:
@@ -772,9 +776,9 @@ class RoundMachine:
             return f.LOST, 0, (0, 1), "dealer natural takes every stake on the box (R-G7)"
         if natural:
             return f.WON, held, self.rules.natural_pays, "natural (R-G6)"
-        prize = self.prize_rate(b, hand)
+        prize = self.prize(b, hand)
         if prize is not None:
-            return f.WON, held, prize, "prize hand (R-C7)"
+            return f.WON, held, prize[1], f"prize hand {prize[0]} (R-C7)"
         dealer = self.dealer_total()
         player = hand_total(hand.cards)[0]
         if dealer > 21:
