@@ -60,6 +60,9 @@ class RuleSet:
     def __post_init__(self) -> None:
         _check_rules(self)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> RuleSet:
+        return self  # immutable
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready content; ratios as two-element lists."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -112,6 +115,9 @@ class TableLimits:
             raise RuleSetInvalid("boxes", "a table has at most 12 boxes")
         if self.table_max > 10**12:
             raise RuleSetInvalid("table_max", "it exceeds the largest supported amount (10^12)")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TableLimits:
+        return self  # immutable
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)

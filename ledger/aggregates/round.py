@@ -71,15 +71,6 @@ class Round(Aggregate):
         self.rules_hash = rules_hash
         self.machine = RoundMachine(RuleSet.from_dict(rules), TableLimits.from_dict(limits))
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Round:
-        # The repository copies cached aggregates; rebuilding from the facts would be slower
-        # than copying, but copying the machine's plain objects is what deepcopy does anyway.
-        clone = object.__new__(Round)
-        memo[id(self)] = clone
-        for key, value in self.__dict__.items():
-            setattr(clone, key, _copy.deepcopy(value, memo))
-        return clone
-
     def act(self, actor: str, request_id: str, now: datetime,
             command: Callable[[RoundMachine], list[f.Fact]]) -> list[f.Fact]:
         """Run one machine command, recording each fact it decides as an event."""
@@ -121,7 +112,5 @@ def _define_fact_events() -> None:
         setattr(Round, name, event_class)
         Round.EVENT_FOR_FACT[fact_class] = event_class
 
-
-import copy as _copy  # noqa: E402  (used by Round.__deepcopy__)
 
 _define_fact_events()

@@ -12,6 +12,7 @@ so the machine never touches randomness or I/O.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 from math import gcd
 from typing import Any, NamedTuple
@@ -73,6 +74,12 @@ class Hand:
         self.split_aces = False
         self.status = LIVE
 
+    def copy(self) -> Hand:
+        new = Hand(dict(self.stakes), list(self.cards))
+        new.doubled, new.done, new.stood = self.doubled, self.done, self.stood
+        new.split_aces, new.status = self.split_aces, self.status
+        return new
+
 
 class Box:
     __slots__ = ("bettors", "hands", "initial", "number", "order", "was_split")
@@ -88,6 +95,13 @@ class Box:
     @property
     def owner(self) -> str:
         return self.bettors[0]
+
+    def copy(self) -> Box:
+        new = Box(self.number)
+        new.bettors, new.initial = list(self.bettors), dict(self.initial)
+        new.hands, new.order = [h.copy() for h in self.hands], list(self.order)
+        new.was_split = self.was_split
+        return new
 
 
 class Pending(NamedTuple):
@@ -141,6 +155,27 @@ class RoundMachine:
         self._out: list[f.Fact] = []
         self._turn: tuple[int, int] | bool | None = False  # turn() cache; False: unknown
         self._initial_cards_left = 0
+
+    # Attributes that hold mutable containers, and how a copy gets its own.
+    _COPIED = ("boxes", "box_order", "dealer", "dealer_positions", "insurance", "open_stakes",
+               "results", "rulings", "_sink", "_out")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RoundMachine:
+        """A copy that shares only immutable parts (rules, limits, facts, tuples).
+
+        The event store's cache hands a copy of a cached round to every command; a
+        generic deepcopy of the machine costs more than the command itself.
+        """
+        new = copy.copy(self)
+        new.boxes = {n: b.copy() for n, b in self.boxes.items()}
+        new.box_order = list(self.box_order)
+        new.dealer, new.dealer_positions = list(self.dealer), list(self.dealer_positions)
+        new.insurance, new.results = dict(self.insurance), dict(self.results)
+        new.open_stakes = dict(self.open_stakes)
+        new.rulings = list(self.rulings)
+        new._sink, new._out = new.apply, []
+        memo[id(self)] = new
+        return new
 
     # ------------------------------------------------------------------ reading
 
@@ -300,13 +335,10 @@ class RoundMachine:
     def close_betting(self, draw: Draw) -> list[f.Fact]:
         """Close betting and make the initial deal (R-C8, R-G2, R-W3)."""
         self._require_phase(BETTING)
+        reason = self._deal_refusal()
+        if reason:
+            raise DealRefused(reason, "R-C8")
         players = self.players()
-        if not players:
-            raise DealRefused("No stake has been placed; there is nothing to deal.", "R-C8")
-        need = self.rules.min_boxes_lone_player
-        if len(players) == 1 and len(self.boxes) < need:
-            raise DealRefused(f"{players[0]} is the only player and must play at least {need} "
-                              "boxes before the cards are dealt.", "R-C8")
         self._begin()
         self._emit(f.BettingClosed(players=players, boxes=sorted(self.boxes)))
         try:
@@ -314,6 +346,16 @@ class RoundMachine:
         except ShoeExhausted:
             return self._void_exhausted()
         return self._end()
+
+    def _deal_refusal(self) -> str:
+        players = self.players()
+        if not players:
+            return "No stake has been placed; there is nothing to deal."
+        need = self.rules.min_boxes_lone_player
+        if len(players) == 1 and len(self.boxes) < need:
+            return (f"{players[0]} is the only player and must play at least {need} boxes "
+                    "before the cards are dealt.")
+        return ""
 
     def _initial_deal(self, draw: Draw) -> None:
         hole = self.rules.dealer_hole_card
@@ -813,7 +855,7 @@ class RoundMachine:
         phase = self.phase
         if phase == BETTING:
             out = [Legal("place_stake"), Legal("withdraw_stake")]
-            if self.boxes:
+            if not self._deal_refusal():
                 out.append(Legal("close_betting"))
             return [*out, Legal("void")]
         if phase == SETTLING:
