@@ -17,6 +17,7 @@ from uuid import UUID
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ledger.aggregates.round import Round
 from ledger.application import GameLedger
 from ledger.errors import InsufficientChips
 from ledger.rules import PRESETS
@@ -56,8 +57,8 @@ def decide(app: GameLedger, r: UUID, rid: Callable[[], str], data: st.DataObject
 
 
 def rebuilt_equals_live(app: GameLedger, r: UUID) -> None:
-    live = app.repository.get(r)
-    rebuilt = app.repository.get(r, version=live.version)  # read from the store, no cache
+    live: Round = app.repository.get(r)
+    rebuilt: Round = app.repository.get(r, version=live.version)  # from the store, no cache
     assert rebuilt.machine.view() == live.machine.view()
     assert rebuilt.machine.legal() == live.machine.legal()
 

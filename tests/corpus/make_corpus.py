@@ -26,7 +26,7 @@ from tests.scripted import SteeredShuffle
 KEY = bytes(range(32))  # a test key, only ever used for this corpus
 START = datetime(2026, 1, 1, 20, 0, tzinfo=UTC)
 
-SESSION = [  # (table, shoe prefix, steps)
+SESSION: list[tuple[str, str, list[tuple[Any, ...]]]] = [  # (kind, shoe prefix, steps)
     ("casino", "8S 9H TD 8H 9C 8D 7C 5S 4D 3C 9S", [
         ("split", "P1", 1, 0), ("stand", "P1", 1, 0), ("stand", "P1", 1, 1),
         ("stand", "P2", 2, 0)]),
