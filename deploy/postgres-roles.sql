@@ -1,0 +1,32 @@
+-- Roles for a production PostgreSQL (psql -v ON_ERROR_STOP=1 -f deploy/postgres-roles.sql).
+--
+-- pitboss_owner   owns the schema and every table, trigger and function; nobody logs in
+--                 as it except to create or migrate tables (start the service once with
+--                 this role and CREATE_TABLE=y, then never again).
+-- pitboss_service the API and the projection worker: may add events and read them, and
+--                 maintain the projection tables. It cannot UPDATE or DELETE a stored event
+--                 (no grant, and the owner's trigger refuses it anyway), nor drop the
+--                 trigger (only the owner can).
+-- pitboss_auditor read-only access for auditors' own tools. Live shoe orders are sealed
+--                 (AES-GCM, key held by the service only), so reading events reveals none.
+--
+-- Passwords are set outside this file: ALTER ROLE ... PASSWORD ...
+
+CREATE ROLE pitboss_owner NOLOGIN;
+CREATE ROLE pitboss_service LOGIN;
+CREATE ROLE pitboss_auditor LOGIN;
+
+CREATE SCHEMA IF NOT EXISTS pitboss AUTHORIZATION pitboss_owner;
+GRANT USAGE ON SCHEMA pitboss TO pitboss_service, pitboss_auditor;
+
+-- After the owner has created the tables (first start with CREATE_TABLE=y):
+GRANT SELECT, INSERT ON pitboss.ledger_events, pitboss.ledger_snapshots TO pitboss_service;
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA pitboss TO pitboss_service;
+GRANT SELECT ON pitboss.ledger_events TO pitboss_auditor;
+
+-- Projection tables (their names start with the projection's name) are maintained by the
+-- service; grant them once they exist, e.g.:
+--   GRANT SELECT, INSERT, UPDATE, DELETE ON pitboss.balances_tracking TO pitboss_service;
+--   GRANT SELECT ON pitboss.balances_tracking TO pitboss_auditor;
+ALTER DEFAULT PRIVILEGES FOR ROLE pitboss_owner IN SCHEMA pitboss
+    GRANT SELECT ON TABLES TO pitboss_auditor;
