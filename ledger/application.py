@@ -239,7 +239,6 @@ class GameLedger(Application[UUID]):
 
     def place_stake(self, request_id: str, actor: str, round_id: UUID, bettor: str, box: int,
                     amount: int) -> Result:
-        self._account(bettor)  # NotFound before anything else
         return self._play(request_id, actor, round_id, "place_stake",
                           {"bettor": bettor, "box": box, "amount": amount},
                           lambda m, d: m.place_stake(bettor, box, amount))
@@ -457,12 +456,18 @@ class GameLedger(Application[UUID]):
         _check_name("actor", actor)
         fingerprint = _fingerprint(command, actor, payload)
         receipt_id = ids.receipt_id(request_id)
-        answered = self._answer(receipt_id, request_id, fingerprint)
-        if answered is not None:
-            return answered
+        # The receipt is looked for only when something fails: a repeat that would succeed
+        # again fails on the receipt's primary key, one that would now be refused is
+        # recognised before its refusal is reported.
         for attempt in range(RETRIES_MAX + 1):
-            expected = self._version(guard) if guard is not None else None
-            result, touched = body()
+            try:
+                result, touched = body()
+            except LedgerError:
+                answered = self._answer(receipt_id, request_id, fingerprint)
+                if answered is not None:
+                    return answered
+                raise
+            expected = _loaded_version(touched, guard)
             receipt = Receipt._create(Receipt.Created, id=receipt_id, timestamp=self._clock(),
                                       request_id=request_id, command=command,
                                       fingerprint=fingerprint, result=result, actor=actor)
@@ -482,13 +487,12 @@ class GameLedger(Application[UUID]):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _answer(self, receipt_id: UUID, request_id: str, fingerprint: str) -> Result | None:
-        try:
-            receipt: Receipt = self.repository.get(receipt_id)
-        except AggregateNotFoundError:
+        created = next(iter(self.events.get(receipt_id, limit=1)), None)
+        if not isinstance(created, Receipt.Created):
             return None
-        if receipt.fingerprint != fingerprint:
-            raise RequestIdReused(request_id, receipt.command)
-        return dict(receipt.result)
+        if created.fingerprint != fingerprint:
+            raise RequestIdReused(request_id, created.command)
+        return dict(created.result)
 
     def _version(self, aggregate_id: UUID) -> int:
         events = list(self.recorder.select_events(aggregate_id, desc=True, limit=1))
@@ -611,6 +615,14 @@ def _is_live(events: Sequence[Any]) -> bool:
     """Whether a round's events end before its settlement or void."""
     return not any(isinstance(e, Round.Recorded)
                    and issubclass(e.fact_class, f.RoundSettled | f.RoundVoided) for e in events)
+
+
+def _loaded_version(touched: Sequence[Aggregate], guard: UUID | None) -> int | None:
+    """The version the guarded aggregate had when the command loaded it."""
+    for aggregate in touched:
+        if aggregate.id == guard:
+            return aggregate.version - len(aggregate.pending_events)
+    return None
 
 
 def _round_view(round_: Round) -> dict[str, Any]:
