@@ -22,7 +22,7 @@ import hashlib
 import json
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from uuid import UUID
@@ -684,12 +684,6 @@ def _page(limit: int) -> int:
     if type(limit) is not int or not 1 <= limit <= PAGE_SIZE_MAX:
         raise DecisionRefused(f"A page holds 1 to {PAGE_SIZE_MAX} items.", "R-V1")
     return limit
-
-
-def iter_facts(events: Iterator[Any]) -> Iterator[f.Fact]:
-    for event in events:
-        if isinstance(event, Round.Recorded):
-            yield event.fact()
 
 
 __all__ = ["GameLedger", "LedgerError", "utc_now"]
