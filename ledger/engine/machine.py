@@ -49,6 +49,12 @@ LIVE = "live"
 BUST = "bust"
 SURRENDERED = "surrendered"
 FORFEITED = "forfeited"
+_PHASE_REFUSALS = {  # why a command of another phase is refused now
+    BETTING: ("Betting is still open; no cards have been dealt.", "R-G2"),
+    DEALING: ("The cards are being dealt.", "R-G2"),
+    PLAYING: ("Betting is closed: no bet changes after the deal.", "R-C8"),
+    SETTLING: ("The dealer has finished; the round only awaits settlement.", "R-G5"),
+}
 REASON_MAX_CHARS = 500
 _STATUS_RULE = {LIVE: "R-G4", BUST: "R-G3", SURRENDERED: "R-C1", FORFEITED: "R-W2"}
 
@@ -280,16 +286,8 @@ class RoundMachine:
                                       "the dealer's play.", "R-G5")
             if phases == (SETTLED,):
                 raise DecisionRefused("A ruling is recorded only on a settled round.", "R-V2")
-            raise DecisionRefused(self._phase_sentence(), "R-C8" if self.phase != BETTING
-                                  else "R-G2")
-
-    def _phase_sentence(self) -> str:
-        return {
-            BETTING: "Betting is still open; no cards have been dealt.",
-            DEALING: "The cards are being dealt.",
-            PLAYING: "Betting is closed: no bet changes after the deal.",
-            SETTLING: "The dealer has finished; the round only awaits settlement.",
-        }.get(self.phase, f"The round is {self.phase}.")
+            sentence, rule = _PHASE_REFUSALS[self.phase]
+            raise DecisionRefused(sentence, rule)
 
     def place_stake(self, bettor: str, box: int, amount: int) -> list[f.Fact]:
         """R-C8, R-X14, R-M1: a stake on a box while betting is open."""
@@ -415,9 +413,7 @@ class RoundMachine:
                                   f"hand {hand}.", "R-C4")
         if p.bettors[0] != bettor:
             raise NotYourTurn(f"{p.bettors[0]} answers before {bettor}.", "R-X9")
-        amount = self.boxes[box].hands[hand].stakes[bettor]
-        if p.kind == "split":
-            amount = self.boxes[box].hands[hand].stakes[bettor]
+        amount = self.boxes[box].hands[hand].stakes[bettor]  # the same again as his own stake
         self._begin()
         if p.kind == "double":
             self._emit(f.DoubleMatched(bettor=bettor, box=box, hand=hand, amount=amount) if match
