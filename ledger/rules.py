@@ -111,6 +111,10 @@ class TableLimits:
                 raise RuleSetInvalid(f.name, "it must be a whole number of at least 1")
         if self.table_max < self.table_min:
             raise RuleSetInvalid("table_max", "it is below the table minimum")
+        for name in ("table_min", "table_max", "min_chip"):
+            if getattr(self, name) % self.min_unit:
+                raise RuleSetInvalid(name, f"it must be a multiple of the minimum unit "
+                                     f"{self.min_unit}")
         if self.boxes > 12:
             raise RuleSetInvalid("boxes", "a table has at most 12 boxes")
         if self.table_max > 10**12:

@@ -54,6 +54,7 @@ class Step:
     facts: list[f.Fact]
     before: dict[str, Any]
     after: dict[str, Any]
+    after_hole: dict[str, Any]  # the view with the hole card shown
     legal_before: list[Legal]
     open_after: dict[tuple[str, str, int, int], int]
 
@@ -144,29 +145,25 @@ def table_limits(draw: Drawer[Any]) -> TableLimits:
 THEMES = ("ATJQK", "A", "A9T", "7", "678", "8", "A78", "23456", "6T", "9TW", "AW", "W")
 
 
-def palette(rules: RuleSet) -> st.SearchStrategy[list[Card]]:
+@st.composite
+def palette(draw: Drawer[Any], rules: RuleSet) -> list[Card]:
     """A few ranks in a few suits (plus the wild card in wild presets): a biased shoe."""
     ranks = list(RARE_FIRST) + (["W"] if rules.wild_cards else [])
     themes = [t for t in THEMES if rules.wild_cards or "W" not in t]
-
-    @st.composite
-    def build(draw: Drawer[Any]) -> list[Card]:
+    if draw(st.booleans()):
+        chosen = set(draw(st.sampled_from(themes)))
         if draw(st.booleans()):
-            chosen = set(draw(st.sampled_from(themes)))
-            if draw(st.booleans()):
-                chosen.update(draw(st.sampled_from(themes)))
-            chosen &= set(ranks)
-        else:
-            chosen = set(draw(st.lists(st.sampled_from(ranks), min_size=1, max_size=5)))
-        suits = draw(st.lists(st.sampled_from(SUITS), min_size=1, max_size=4, unique=True))
-        cards = [Card(r + s) for r in sorted(chosen) if r != "W" for s in suits]
-        if "W" in chosen:
-            cards.append(WILD)
-        if not cards:  # a wild-only theme: wild cards and a few tens
-            cards = [WILD, Card("TS")]
-        return cards
-
-    return build()
+            chosen.update(draw(st.sampled_from(themes)))
+        chosen &= set(ranks)
+    else:
+        chosen = set(draw(st.lists(st.sampled_from(ranks), min_size=1, max_size=5)))
+    suits = draw(st.lists(st.sampled_from(SUITS), min_size=1, max_size=4, unique=True))
+    cards = [Card(r + s) for r in sorted(chosen) if r != "W" for s in suits]
+    if "W" in chosen:
+        cards.append(WILD)
+    if not cards:  # a wild-only theme: wild cards and a few tens
+        cards = [WILD, Card("TS")]
+    return cards
 
 
 @st.composite
@@ -200,6 +197,26 @@ def _amount(draw: Drawer[Any], low: int, high: int, unit: int) -> int:
     return unit * int(draw(st.integers(-(-low // unit), high // unit)))
 
 
+def command_for(choice: Legal, m: RoundMachine, draw: Drawer[Any]) -> Command:
+    """The command that makes a decision legal() offers (an insurance amount is drawn)."""
+    d, player, box, hand = choice
+    if d in ("hit", "stand", "double", "split"):
+        return (d, player, box, hand)
+    if d in ("surrender", "even_money"):
+        return (d, player, box)
+    if d == "insure":
+        lim = m.limits
+        cap = max(m.stakes_of(player) // 2, lim.min_chip)  # a stale choice may be refused
+        return (d, player, _amount(draw, lim.min_chip, cap, lim.min_unit))
+    if d in ("match", "decline"):
+        return ("answer", player, box, hand, d == "match")
+    if d in ("play_dealer", "settle"):
+        return (d,)
+    if d == "void":
+        return (d, VOID_REASON)
+    raise AssertionError(f"legal() offered an unknown decision {choice}")
+
+
 # ----------------------------------------------------------------------- the driver
 
 class Player:
@@ -227,8 +244,8 @@ class Player:
         before, legal_before, count = m.view(), m.legal(), len(self.log)
         out = execute(m, cmd, self.shoe)
         assert out == self.log[count:], f"{cmd}: the facts returned are not the facts applied"
-        self.run.steps.append(Step(cmd, out, before, m.view(), legal_before,
-                                   dict(m.open_stakes)))
+        self.run.steps.append(Step(cmd, out, before, m.view(), m.view(reveal_hole=True),
+                                   legal_before, dict(m.open_stakes)))
         return out
 
     def refused(self, cmd: Command, draw: Draw = no_draw) -> LedgerError:
@@ -309,20 +326,7 @@ class Player:
         self.command(("close_betting",))
 
     def to_command(self, choice: Legal) -> Command:
-        d, player, box, hand = choice
-        if d in ("hit", "stand", "double", "split"):
-            return (d, player, box, hand)
-        if d in ("surrender", "even_money"):
-            return (d, player, box)
-        if d == "insure":
-            lim = self.run.limits
-            cap = max(self.m.stakes_of(player) // 2, lim.min_chip)  # stale: may be refused
-            return (d, player, _amount(self.draw, lim.min_chip, cap, lim.min_unit))
-        if d in ("match", "decline"):
-            return ("answer", player, box, hand, d == "match")
-        if d in ("play_dealer", "settle"):
-            return (d,)
-        raise AssertionError(f"legal() offered an unknown decision {choice}")
+        return command_for(choice, self.m, self.draw)
 
     # -- illegal attempts (property 7)
 

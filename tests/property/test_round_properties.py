@@ -13,22 +13,36 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+)
 
 from ledger.engine import facts as f
 from ledger.engine.machine import RoundMachine
-from ledger.rules import RuleSet
+from ledger.errors import LedgerError
+from ledger.rules import CASINO_WILD, RuleSet, TableLimits
 from tests.property.strategies import (
+    POOL,
+    PRESETS,
     SETTLED,
+    STRANGER,
+    VOID_REASON,
     VOIDED,
     Run,
+    command_for,
     execute,
     play_round,
     recording_machine,
     rounds,
+    shoes,
+    table_limits,
 )
-from tests.scripted import StackedShoe
+from tests.scripted import Scripted, StackedShoe
 
 # 500 examples each; PITBOSS_PROPERTY_EXAMPLES raises it for a longer search.
 EXAMPLES = max(500, int(os.environ.get("PITBOSS_PROPERTY_EXAMPLES", "500")))
@@ -308,10 +322,54 @@ class Oracle:
         elif held != x.held:
             self.problem("stakes", f"{key} settled as {x.held}, held {held}")
         self.check_settlement(x)
+        self.check_outcome(x)
         net = x.released + x.won - x.held
         self.nets[x.bettor] = self.nets.get(x.bettor, 0) + net
         self.returned += x.released + x.won
         self.house += x.lost - x.won
+
+    def expected_outcome(self, x: f.StakeSettled) -> tuple[str, tuple[int, int]]:
+        """What a stake settled at the end must get (R-G5..R-G7, R-C5, R-C7, R-W4)."""
+        rules = self.rules
+        dealer_natural = rules.naturals and two_card_21(self.dealer)
+        if x.line == f.INSURANCE:
+            return (f.WON, rules.insurance_pays) if dealer_natural else (f.LOST, (0, 1))
+        hand = self.boxes[x.box].hands[x.hand]
+        natural = self.natural(x.box, hand)
+        if dealer_natural:
+            return (f.PUSHED, (0, 1)) if natural else (f.LOST, (0, 1))
+        if natural:
+            return f.WON, rules.natural_pays
+        if self.prize(x.box, hand):
+            if sorted(c[0] for c in hand.cards) == ["6", "7", "8"]:
+                return f.WON, rules.prize_678_suited
+            suited = len({c[1] for c in hand.cards}) == 1
+            return f.WON, rules.prize_777_suited if suited else rules.prize_777_mixed
+        dealer, player = total(self.dealer), total(hand.cards)
+        if dealer > 21 or player > dealer:
+            return f.WON, (1, 1)
+        return (f.PUSHED, (0, 1)) if player == dealer else (f.LOST, (0, 1))
+
+    def check_outcome(self, x: f.StakeSettled) -> None:
+        """Each settlement happens when and as the rules say."""
+        got = (x.outcome, tuple(x.rate))
+        if isinstance(x, f.StakeForfeited):
+            return  # checked against the wild card that caused it
+        if self.phase == "settling":
+            want = self.expected_outcome(x)
+        elif x.outcome == f.LOST:  # at once: only a hand over 21 (R-G3)
+            hand = self.boxes[x.box].hands[x.hand]
+            want = (f.LOST, (0, 1)) if hand.status == "bust" else ("not lost yet", (0, 1))
+        elif x.outcome == f.SURRENDERED:
+            want = (f.SURRENDERED, (1, 2))
+        elif x.outcome == f.EVEN_MONEY:
+            hand = self.boxes[x.box].hands[x.hand]
+            ok = self.natural(x.box, hand) and self.dealer[0][0] == "A"
+            want = (f.EVEN_MONEY, (1, 1)) if ok else ("no even money", (0, 1))
+        else:
+            want = ("not settled before the dealer finishes", (0, 1))
+        if got != want:
+            self.problem("payouts", f"{x}: expected {want} (dealer {self.dealer})")
 
     def on_StakeForfeited(self, x: f.StakeForfeited) -> None:
         key = (x.line, x.bettor, x.box, x.hand)
@@ -446,8 +504,9 @@ def test_every_stake_settles_exactly_once(run: Run) -> None:
 @PROPERTY
 @given(run=rounds())
 def test_money_is_conserved(run: Run) -> None:
-    """Property 2 (R-M2, R-M4, R-X13): held = released + lost; results + house = 0."""
-    oracle = check(run, "money")
+    """Property 2 (R-M2, R-M4, R-X13): held = released + lost; results + house = 0; and
+    every stake gets what the rules give it (R-G3, R-G5..R-G7, R-C1, R-C5..R-C7)."""
+    oracle = check(run, "money", "payouts")
     m = run.machine
     assert sum(m.results.values()) + m.house == 0
     settlements = [x for x in run.facts if isinstance(x, f.StakeSettled)]
@@ -469,22 +528,17 @@ def test_money_is_conserved(run: Run) -> None:
 def test_state_is_a_pure_function_of_facts(run: Run) -> None:
     """Property 3 (R-V1): replaying the facts rebuilds the very same round, step by step."""
     fresh = RoundMachine(run.rules, run.limits)
-    for step in run.steps:
+    # What legal() offered after each step is what the next step saw before it.
+    legal_after = [s.legal_before for s in run.steps[1:]] + [run.machine.legal()]
+    for step, legal in zip(run.steps, legal_after, strict=True):
         for x in step.facts:
             fresh.apply(x)
         assert fresh.view() == step.after, step.command
-        assert fresh.view(reveal_hole=True) == run_view_hole(run, step, fresh)
-    assert fresh.legal() == run.machine.legal()
+        assert fresh.view(reveal_hole=True) == step.after_hole, step.command
+        assert fresh.legal() == legal, step.command
     assert fresh.open_stakes == run.machine.open_stakes
     assert (fresh.staked, fresh.paid_back, fresh.house) == \
         (run.machine.staked, run.machine.paid_back, run.machine.house)
-
-
-def run_view_hole(run: Run, step: Any, fresh: RoundMachine) -> dict[str, Any]:
-    """The live machine's revealed view is only known at the end; compare it there."""
-    if step is run.steps[-1]:
-        return run.machine.view(reveal_hole=True)
-    return fresh.view(reveal_hole=True)
 
 
 @PROPERTY
@@ -575,3 +629,130 @@ def test_wild_cards_forfeit_exactly_the_other_owners_live_boxes(run: Run) -> Non
     """R-W2, R-W3, R-X8: a wild card forfeits every live box of another owner, at once;
     holders of a wild card in the initial deal are all exempt, whatever their seats."""
     check(run, "wild")
+
+
+# ------------------------------------------------------------------ a stateful model
+
+class RoundCommands(RuleBasedStateMachine):
+    """Any command in any order: each is either accepted or refused with a rule id and no
+    change; after every command the facts rebuild the live round and break no rule."""
+
+    @initialize(rules=st.sampled_from(PRESETS), limits=table_limits(), data=st.data())
+    def open_round(self, rules: RuleSet, limits: TableLimits, data: st.DataObject) -> None:
+        self.log: list[f.Fact] = []
+        self.m = recording_machine(rules, limits, self.log)
+        self.data = data
+        _, _, self.shoe = data.draw(shoes(rules, 3))
+        seats = data.draw(st.lists(st.tuples(st.sampled_from(POOL), st.integers(1, 4)),
+                                   max_size=4))
+        for bettor, box in seats:  # a few valid stakes to start from
+            self.attempt(("place_stake", bettor, box, limits.table_min))
+
+    def attempt(self, cmd: tuple[Any, ...]) -> None:
+        m = self.m
+        before, count = m.view(reveal_hole=True), len(self.log)
+        try:
+            out = execute(m, cmd, self.shoe)
+        except LedgerError as e:
+            refusal = e
+        else:
+            assert out == self.log[count:], cmd
+            return
+        assert refusal.rule.startswith("R-"), (cmd, refusal)
+        assert len(self.log) == count, cmd
+        assert m.view(reveal_hole=True) == before, cmd
+
+    @rule(bettor=st.sampled_from([*POOL, STRANGER]), box=st.integers(0, 13),
+          amount=st.sampled_from([10, 25, 50, 100, 333]) | st.integers(-5, 1200))
+    def place_stake(self, bettor: str, box: int, amount: int) -> None:
+        self.attempt(("place_stake", bettor, box, amount))
+
+    @rule(bettor=st.sampled_from([*POOL, STRANGER]), box=st.integers(0, 13))
+    def withdraw_stake(self, bettor: str, box: int) -> None:
+        self.attempt(("withdraw_stake", bettor, box))
+
+    @rule()
+    def close_betting(self) -> None:
+        self.attempt(("close_betting",))
+
+    @rule()
+    def decide(self) -> None:
+        """A valid stake or the deal while betting; then a decision legal() offers, which is
+        always accepted (void aside: see ``void``)."""
+        m, draw = self.m, self.data.draw
+        if m.phase == "betting":
+            lim = m.limits
+            if m.boxes and bool(draw(st.booleans())):
+                self.attempt(("close_betting",))
+            else:
+                self.attempt(("place_stake", draw(st.sampled_from(POOL)),
+                              draw(st.integers(1, lim.boxes)), lim.table_min))
+            return
+        choices = [x for x in m.legal() if x.decision != "void"]
+        if choices:
+            execute(m, command_for(draw(st.sampled_from(choices)), m, draw), self.shoe)
+
+    @rule()
+    def decide_again(self) -> None:
+        self.decide()
+
+    @rule(decision=st.sampled_from(["hit", "stand", "double", "split", "surrender",
+                                    "even_money", "insure", "answer", "play_dealer", "settle"]),
+          player=st.sampled_from([*POOL, STRANGER]), box=st.integers(0, 8),
+          hand=st.integers(-1, 3), amount=st.integers(-5, 600), match=st.booleans())
+    def anything(self, decision: str, player: str, box: int, hand: int, amount: int,
+                 match: bool) -> None:
+        cmd = {"hit": (decision, player, box, hand), "stand": (decision, player, box, hand),
+               "double": (decision, player, box, hand), "split": (decision, player, box, hand),
+               "surrender": (decision, player, box), "even_money": (decision, player, box),
+               "insure": (decision, player, amount),
+               "answer": (decision, player, box, hand, match),
+               "play_dealer": (decision,), "settle": (decision,)}[decision]
+        self.attempt(cmd)
+
+    @rule(chance=st.integers(0, 20), reason=st.sampled_from(["", " ", VOID_REASON]))
+    def void(self, chance: int, reason: str) -> None:
+        if chance == 0 or not reason.strip():
+            self.attempt(("void", reason))
+
+    def teardown(self) -> None:
+        if hasattr(self, "m"):
+            event(f"round ends {self.m.phase}")
+
+    @invariant()
+    def facts_rebuild_the_round(self) -> None:
+        m = self.m
+        fresh = RoundMachine(m.rules, m.limits)
+        for x in self.log:
+            fresh.apply(x)
+        assert fresh.view(reveal_hole=True) == m.view(reveal_hole=True)
+        assert fresh.legal() == m.legal()
+        oracle = Oracle(m.rules, m.limits.min_unit).feed_all(self.log)
+        assert not oracle.problems, oracle.problems
+        assert oracle.open == m.open_stakes
+        assert sum(m.results.values()) + m.house == 0
+        if m.phase == VOIDED:
+            assert not any(m.results.values())
+
+
+TestRoundCommands = RoundCommands.TestCase
+# An extra to the seven properties: 300 programs of up to 50 commands keep the suite near a
+# minute on two cores.
+TestRoundCommands.settings = settings(max_examples=EXAMPLES * 3 // 5, stateful_step_count=50,
+                                      deadline=None,
+                                      suppress_health_check=[HealthCheck.too_slow,
+                                                             HealthCheck.data_too_large])
+
+
+# ------------------------------------------------------- regressions the search found
+
+def test_a_wild_card_as_the_last_card_of_the_deal_exempts_every_holder() -> None:
+    """R-W3: in casino_wild the last card of the initial deal goes to the last box; when it
+    is a wild card, its holder and every other holder are exempt together (it used to
+    forfeit P1's box at once, as if drawn in play)."""
+    r = Scripted(CASINO_WILD, "W 9H TD 9C W 7S").bet("P1", 1).bet("P2", 2).deal()
+    assert not [x for x in r.facts if isinstance(x, f.StakeForfeited)]
+    r.finish()
+    assert r.outcome("P1", 1) == f.WON
+    assert r.outcome("P2", 2) == f.WON
+    assert not Oracle(CASINO_WILD, 1).feed_all(r.facts).problems

@@ -201,6 +201,9 @@ INVALID_LIMITS: list[tuple[str, dict[str, Any]]] = [
     ("table_max", {"table_min": 100, "table_max": 99}),
     ("boxes", {"boxes": 13}),
     ("table_max", {"table_max": 10**12 + 1}),
+    ("min_chip", {"min_unit": 5, "min_chip": 6, "table_min": 10, "table_max": 1000}),
+    ("table_min", {"min_unit": 5, "min_chip": 5, "table_min": 12, "table_max": 1000}),
+    ("table_max", {"min_unit": 5, "min_chip": 5, "table_min": 10, "table_max": 1001}),
 ]
 
 
