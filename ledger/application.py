@@ -367,35 +367,41 @@ class GameLedger(Application[UUID]):
 
     def round_state(self, round_id: UUID, version: int | None = None) -> dict[str, Any]:
         """The round as it stood after ``version`` (the latest when None)."""
+        if version is None:
+            return _round_view(self._get(Round, round_id, "round"))
         try:
-            round_: Round = self.repository.get(round_id, version=version)
+            round_: Aggregate = self.repository.get(round_id, version=version)
         except AggregateNotFoundError:
             raise NotFound(f"Round {round_id} has no version {version}.", "R-V1") from None
+        if not isinstance(round_, Round):
+            raise NotFound(f"There is no round {round_id}.", "R-V1")
         return _round_view(round_)
 
     def round_events(self, round_id: UUID) -> list[dict[str, Any]]:
         """Every event of a round, with version, time and actor. A face-down card stays
         hidden while the round is live (R-G2)."""
-        events = list(self.events.get(round_id))
-        if not events:
-            raise NotFound(f"There is no round {round_id}.", "R-V1")
+        events = self._round_events(round_id)
         live = _is_live(events)
         return [_describe(e, hide_face_down=live) for e in events]
 
     def replay(self, round_id: UUID) -> list[dict[str, Any]]:
         """Frame by frame: each event with the round's state right after it, in one pass."""
-        events = list(self.events.get(round_id))
-        if not events:
-            raise NotFound(f"There is no round {round_id}.", "R-V1")
+        events = self._round_events(round_id)
         live = _is_live(events)
         frames = []
         round_: Round | None = None
         for event in events:
-            round_ = event.mutate(round_)  # type: ignore[attr-defined]
+            round_ = event.mutate(round_)
             assert isinstance(round_, Round)
             frames.append({"event": _describe(event, hide_face_down=live),
                            "state": _round_view(round_)})
         return frames
+
+    def _round_events(self, round_id: UUID) -> list[Any]:
+        events = list(self.events.get(round_id))
+        if not events or not isinstance(events[0], Round.Created):
+            raise NotFound(f"There is no round {round_id}.", "R-V1")
+        return events
 
     def check_round(self, round_id: UUID) -> list[str]:
         """Re-run the rules over the recorded cards and decisions (R-S1): findings, if any."""

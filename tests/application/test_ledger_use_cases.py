@@ -205,3 +205,12 @@ def test_state_at_any_version_and_the_replay_agree(make_ledger: MakeLedger) -> N
         assert frame["state"] == app.round_state(r, version)
     assert frames[-1]["state"] == app.round_state(r)
     assert len(app.round_state(r, 2)["boxes"]) == 1
+
+
+def test_round_queries_refuse_the_id_of_something_else(make_ledger: MakeLedger) -> None:
+    desk = Desk(make_ledger())
+    app = desk.app
+    for query in (app.round_state, app.round_events, app.replay, app.check_round,
+                  lambda i: app.round_state(i, 1)):
+        with pytest.raises(NotFound, match=r"(no|not a) round"):
+            query(desk.table)
