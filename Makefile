@@ -15,7 +15,8 @@ PY_CANDIDATES := python3 python3.13 python3.12 python3.11
 .PHONY: help run test lint db-stop clean
 
 help:
-	@echo "make run      serve the API on 127.0.0.1:$${PORT:-8000} (embedded PostgreSQL by default)"
+	@echo "make run      serve the API and the projection worker on 127.0.0.1:$${PORT:-8000}"
+	@echo "              (embedded PostgreSQL by default; a demo table and keys on first run)"
 	@echo "make test     lint, type-check, check import directions, run all tests"
 	@echo "make lint     ruff, mypy and import-linter only"
 	@echo "make db-stop  stop the embedded PostgreSQL kept running in var/pgdata"
@@ -48,8 +49,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --editable '.[dev]'
 	@touch $@
 
+# The API (gunicorn) and the projection worker on the embedded PostgreSQL; on an empty
+# database a demo table with a few simulated rounds. Prints the docs URL and demo keys.
 run: $(STAMP)
-	$(BIN)/pitboss serve
+	$(BIN)/pitboss demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,31 +1,82 @@
-"""The composition root: ``create_app`` wires settings, database and blueprints together.
+"""The composition root: ``create_app`` wires settings, database, keys and blueprints together.
 
 Nothing is built at import time; ``api.wsgi`` (gunicorn) and the tests call ``create_app``.
+The ledger and the read models are built on first use (:mod:`api.services`), so the app starts
+and ``/healthz`` answers while the database is still down.
+
+Configuration keys (all optional; the environment supplies what is not given):
+
+``DATABASE``            a :class:`~api.database.DatabaseSettings` (else resolved from the env)
+``EVENTSOURCING_ENV``   the ledger's environment (else the database's, plus ``POSTGRES_SCHEMA``)
+``SHOE_KEY``            the 32-byte shoe key (else :func:`api.secrets_files.load_shoe_key`)
+``API_KEYS``            a list of :class:`~api.auth.ApiKey` (else ``PITBOSS_KEYS[_FILE]``)
+``LEDGER_RANDBELOW``    the shuffle's ``randbelow`` (tests steer the cards with it)
+``LEDGER_CLOCK``        the ledger's clock
+``LEDGER_CREATE_TABLES`` whether this process may create the event tables (default yes)
+``LEDGER``              a ready GameLedger to serve (the benchmark measures the layer with one)
+``READ_MODELS``         whether to serve the read-model routes (default: when installed)
 """
 
 from __future__ import annotations
 
+import http
+import importlib
+import logging
 import os
+import time
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from flask import Flask
+from flask import Flask, Response, g
 from flask_smorest import Api
+from flask_smorest.utils import prepare_response
 
-from api import health
+from api import accounts, audit, health, session, supervision, tables
+from api.auth import KeyRing, keyring_from
 from api.database import DatabaseSettings, resolve_database
-from api.problems import register_problem_handlers
+from api.problems import PROBLEM_JSON, ProblemSchema, register_problem_handlers
+from api.secrets_files import YES, default_keys_file, load_shoe_key
+from api.services import Services, read_models_available
+
+logger = logging.getLogger("pitboss.api")
 
 DEFAULT_CONFIG: Mapping[str, Any] = {
     "API_TITLE": "pitboss",
     "OPENAPI_VERSION": "3.0.3",
     "OPENAPI_URL_PREFIX": "/",
     "OPENAPI_JSON_PATH": "openapi.json",
+    "OPENAPI_SWAGGER_UI_PATH": "docs",
+    "OPENAPI_SWAGGER_UI_URL": "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/",
+    "OPENAPI_SWAGGER_UI_CONFIG": {"persistAuthorization": True},
+    "API_SPEC_OPTIONS": {
+        "info": {
+            "description": "An event-sourced game ledger for casino blackjack tables. Every "
+            "route but /healthz needs a bearer API key; every mutating route an "
+            "Idempotency-Key. Errors are RFC 7807 problem details.",
+        },
+    },
     # Limits: request bodies are small JSON commands.
     "MAX_CONTENT_LENGTH": 64 * 1024,
     "HEALTH_DB_TIMEOUT_S": 2,
 }
+
+
+class PitbossApi(Api):  # type: ignore[misc]  # flask-smorest carries no types
+    """flask-smorest's Api with problem details as the documented error shape."""
+
+    ERROR_SCHEMA = ProblemSchema
+
+    def _register_responses(self) -> None:
+        for status in http.HTTPStatus:
+            response: dict[str, Any] = {"description": status.phrase}
+            if not (100 <= status < 200) and status not in (204, 304):
+                response["schema"] = self.ERROR_SCHEMA
+            prepare_response(response, self.spec, PROBLEM_JSON)
+            self.spec.components.response(status.name, response, lazy=True)
+        default: dict[str, Any] = {"description": "Problem details", "schema": ProblemSchema}
+        prepare_response(default, self.spec, PROBLEM_JSON)
+        self.spec.components.response("DEFAULT_ERROR", default, lazy=True)
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -40,13 +91,45 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config["API_VERSION"] = _package_version()
     if config is not None:
         app.config.from_mapping(config)
-    app.config["DATABASE"] = _database(app)
+    settings = app.config["DATABASE"] = _database(app)
+    app.extensions["pitboss"] = _services(app, settings)
+    app.extensions["pitboss.keys"] = _keys(app)
 
-    api = Api(app)
+    api = PitbossApi(app)
+    api.spec.components.security_scheme(
+        "bearerAuth", {"type": "http", "scheme": "bearer",
+                       "description": "An API key: `pitboss keys create --name N --role R`."})
     api.register_blueprint(health.blp)
+    api.register_blueprint(session.blp)
+    api.register_blueprint(tables.blp)
+    api.register_blueprint(tables.rounds)
+    api.register_blueprint(supervision.blp)
+    api.register_blueprint(accounts.blp)
+    api.register_blueprint(audit.blp)
+    if app.config.get("READ_MODELS", read_models_available()):
+        reports = importlib.import_module("api.reports")
+        api.register_blueprint(reports.blp)
     # After Api(): it registers its own JSON error handler, which this one replaces.
     register_problem_handlers(app)
+    _time_requests(app)
     return app
+
+
+def _time_requests(app: Flask) -> None:
+    """``Server-Timing: app;dur=<ms>`` on every response: the time spent inside the app, so a
+    client can tell the server's share of a slow answer from the network's."""
+
+    @app.before_request
+    def start_clock() -> None:
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def stop_clock(response: Response) -> Response:
+        started = g.get("started")
+        if started is not None:
+            spent_ms = (time.perf_counter() - started) * 1e3
+            response.headers["Server-Timing"] = f"app;dur={spent_ms:.2f}"
+        return response
 
 
 def _database(app: Flask) -> DatabaseSettings:
@@ -56,6 +139,37 @@ def _database(app: Flask) -> DatabaseSettings:
     if not isinstance(settings, DatabaseSettings):
         raise TypeError(f"config DATABASE must be DatabaseSettings, not {type(settings).__name__}")
     return settings
+
+
+def ledger_env(settings: DatabaseSettings, environ: Mapping[str, str]) -> dict[str, str]:
+    """The eventsourcing environment for the ledger and read models on ``settings``."""
+    env = settings.eventsourcing_env()
+    schema = environ.get("POSTGRES_SCHEMA", "").strip()
+    if schema:
+        env["POSTGRES_SCHEMA"] = schema
+    return env
+
+
+def _services(app: Flask, settings: DatabaseSettings) -> Services:
+    env = app.config.get("EVENTSOURCING_ENV") or ledger_env(settings, os.environ)
+    shoe_key = app.config.get("SHOE_KEY")
+    create_tables = app.config.get("LEDGER_CREATE_TABLES")
+    if create_tables is None:
+        create_tables = os.environ.get("PITBOSS_CREATE_TABLES", "yes").strip().lower() in YES
+    return Services(env, shoe_key if shoe_key is not None else (lambda: load_shoe_key(os.environ)),
+                    randbelow=app.config.get("LEDGER_RANDBELOW"),
+                    clock=app.config.get("LEDGER_CLOCK"), create_tables=bool(create_tables),
+                    ledger=app.config.get("LEDGER"))
+
+
+def _keys(app: Flask) -> KeyRing:
+    configured = app.config.get("API_KEYS")
+    ring = (KeyRing(configured) if configured is not None
+            else keyring_from(os.environ, default_keys_file(os.environ)))
+    if not ring.keys():
+        logger.warning("no API keys are configured: every route but /healthz answers 401 "
+                       "(create one with `pitboss keys create --name N --role R`)")
+    return ring
 
 
 def _package_version() -> str:

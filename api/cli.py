@@ -4,18 +4,36 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import subprocess
 import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+from uuid import UUID
 
 import click
 
+from api.app import ledger_env
+from api.auth import ROLES, KeyConfigError, append_key, parse_keys, remove_keys
+from api.client import ApiError, Client
 from api.database import (
     DEFAULT_DATA_DIR,
+    DatabaseSettings,
     DatabaseSetupError,
     check_database,
     resolve_database,
     stop_embedded,
 )
+from api.replay_text import render
+from api.secrets_files import ShoeKeyError, default_keys_file, load_shoe_key
+from api.services import prepare_store
+from api.simulate import Keys, SimulationError, TablePlay
 
 # deploy/ sits next to the packages in a source checkout (the editable install of `make run`).
 _REPO_GUNICORN_CONFIG = Path(__file__).resolve().parent.parent / "deploy" / "gunicorn.conf.py"
@@ -56,12 +74,7 @@ def main(log_level: str) -> None:
 )
 def serve(host: str, port: int, workers: int, config_file: Path | None) -> None:
     """Serve the API with gunicorn (starting the embedded PostgreSQL if none is configured)."""
-    try:
-        # Resolve once, here, so the embedded server starts once and not in every worker.
-        settings = resolve_database(os.environ)
-        check_database(settings, timeout_s=settings.connect_timeout_s)
-    except DatabaseSetupError as exc:
-        raise click.ClickException(str(exc)) from exc
+    settings = prepare_service()
     os.environ["DATABASE_URL"] = settings.url()
     if config_file is None and _REPO_GUNICORN_CONFIG.is_file():
         config_file = _REPO_GUNICORN_CONFIG
@@ -70,6 +83,24 @@ def serve(host: str, port: int, workers: int, config_file: Path | None) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(argv[0], argv)
+
+
+def prepare_service() -> DatabaseSettings:
+    """What gunicorn's workers must find ready: the database, the shoe key, the tables.
+
+    Done once, here, so the embedded server starts once and not in every worker, a missing
+    shoe key stops the start instead of the first deal, and the workers do not create the
+    tables concurrently.
+    """
+    try:
+        settings = resolve_database(os.environ)
+        check_database(settings, timeout_s=settings.connect_timeout_s)
+        load_shoe_key(os.environ)
+        prepare_store(ledger_env(settings, os.environ))
+    except (DatabaseSetupError, ShoeKeyError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    os.environ["PITBOSS_CREATE_TABLES"] = "no"
+    return settings
 
 
 def bind_address(host: str, port: int) -> str:
@@ -115,3 +146,305 @@ def db_stop(data_dir: Path) -> None:
         click.echo(f"stopped the embedded PostgreSQL in {data_dir}")
     else:
         click.echo(f"no embedded PostgreSQL running in {data_dir}")
+
+
+# --- the projection worker -------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 10_000),
+              envvar="PITBOSS_PROJECTION_BATCH_SIZE", help="events applied per transaction")
+@click.option("--poll-interval", "poll_interval_s", default=1.0, show_default=True,
+              type=click.FloatRange(0.01, 60.0), envvar="PITBOSS_PROJECTION_POLL_INTERVAL_S",
+              help="seconds between looks when idle (a NOTIFY wakes it sooner)")
+def project(batch_size: int, poll_interval_s: float) -> None:
+    """Run the projection worker: keep the read models up to date until SIGTERM or Ctrl-C."""
+    try:
+        from projections.worker import run_worker
+    except ImportError as exc:  # pragma: no cover (the projections ship with the package)
+        raise click.ClickException(f"the projection worker is not installed: {exc}") from exc
+    try:
+        settings = resolve_database(os.environ)
+    except DatabaseSetupError as exc:
+        raise click.ClickException(str(exc)) from exc
+    stop = threading.Event()
+    with _stopping_on_signals(stop):
+        run_worker(ledger_env(settings, os.environ), stop, batch_size=batch_size,
+                   poll_interval_s=poll_interval_s, log=logging.getLogger("pitboss.projections"))
+
+
+@contextmanager
+def _stopping_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set ``stop`` (a second Ctrl-C still interrupts at once)."""
+    def handler(signum: int, _frame: object) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        logging.getLogger("pitboss").info("stopping (%s)", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+# --- API keys --------------------------------------------------------------------------------
+
+
+def _keys_file_option() -> Any:
+    return click.option(
+        "--file", "keys_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        help="the key file [default: PITBOSS_KEYS_FILE, else var/keys.jsonl beside the data]")
+
+
+@main.group()
+def keys() -> None:
+    """API keys: each holds one role; its name is recorded as the actor of its requests."""
+
+
+@keys.command("create")
+@click.option("--name", required=True, help="the key holder, recorded as actor")
+@click.option("--role", required=True, type=click.Choice(ROLES))
+@_keys_file_option()
+def keys_create(name: str, role: str, keys_file: Path | None) -> None:
+    """Create a key: its hash goes to the key file, the key is printed once."""
+    path = keys_file or default_keys_file(os.environ)
+    try:
+        key = append_key(path, name, role)
+    except KeyConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"created a {role} key for {name} in {path}; it is shown only now:", err=True)
+    click.echo(key)
+
+
+@keys.command("list")
+@_keys_file_option()
+def keys_list(keys_file: Path | None) -> None:
+    """The key holders and their roles (never the keys)."""
+    path = keys_file or default_keys_file(os.environ)
+    try:
+        found = parse_keys(path.read_text(), source=str(path)) if path.exists() else []
+    except KeyConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for key in found:
+        click.echo(f"{key.name}\t{key.role}")
+
+
+@keys.command("revoke")
+@click.option("--name", required=True, multiple=True)
+@_keys_file_option()
+def keys_revoke(name: tuple[str, ...], keys_file: Path | None) -> None:
+    """Remove keys by holder name; the server stops accepting them at once."""
+    path = keys_file or default_keys_file(os.environ)
+    removed = remove_keys(path, name)
+    missing = sorted(set(name) - set(removed))
+    for holder in removed:
+        click.echo(f"revoked {holder}")
+    if missing:
+        raise click.ClickException(f"no key named {', '.join(missing)} in {path}")
+
+
+# --- simulate and replay ---------------------------------------------------------------------
+
+
+_URL = click.option("--url", default="http://127.0.0.1:8000", envvar="PITBOSS_URL",
+                    show_default=True, help="the API's base URL")
+
+
+@main.command()
+@click.option("--tables", default=1, show_default=True, type=click.IntRange(1, 64))
+@click.option("--rounds", default=10, show_default=True, type=click.IntRange(1, 100_000),
+              help="rounds per table")
+@click.option("--preset", default="casino", show_default=True,
+              type=click.Choice(["casino", "wild21", "casino_wild"]))
+@_URL
+@click.option("--key", "api_keys", multiple=True, envvar="PITBOSS_API_KEYS", required=True,
+              help="a dealer's and a cashier's key (give --key twice; or PITBOSS_API_KEYS, "
+              "space-separated)")
+def simulate(tables: int, rounds: int, preset: str, url: str, api_keys: tuple[str, ...]) -> None:
+    """Play rounds through the HTTP API: basic-strategy players, one terminal per table."""
+    try:
+        played = run_simulation(url, list(api_keys), tables=tables, rounds=rounds, preset=preset,
+                                progress=True)
+    except (ApiError, SimulationError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    for table in played:
+        click.echo(f"table {table.name} ({table.table_id}): {len(table.rounds)} rounds, "
+                   f"last {table.rounds[-1] if table.rounds else '-'}")
+
+
+def run_simulation(url: str, api_keys: list[str], *, tables: int, rounds: int, preset: str,
+                   progress: bool) -> list[TablePlay]:
+    """Each table plays its rounds in a thread of its own; the bar counts rounds."""
+    terminals = []
+    for _ in range(tables):
+        keys = Keys.discover(url, api_keys)
+        terminals.append(TablePlay(keys.dealer, keys.cashier, preset))
+    errors: list[BaseException] = []
+    done = [0]
+    lock = threading.Lock()
+
+    def play(terminal: TablePlay) -> None:
+        try:
+            terminal.open()
+            for _ in range(rounds):
+                terminal.play_round()
+                with lock:
+                    done[0] += 1
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            terminal.dealer.close()
+            terminal.cashier.close()
+
+    threads = [threading.Thread(target=play, args=(t,), daemon=True) for t in terminals]
+    for thread in threads:
+        thread.start()
+    total = tables * rounds
+    label = f"{preset}: {tables} table(s) x {rounds} rounds"
+    with click.progressbar(length=total, label=label, file=sys.stderr if progress else None,
+                           hidden=not progress) as bar:
+        shown = 0
+        while any(t.is_alive() for t in threads):
+            time.sleep(0.1)
+            bar.update(done[0] - shown)
+            shown = done[0]
+        bar.update(done[0] - shown)
+    if errors:
+        raise errors[0]
+    return terminals
+
+
+@main.command()
+@click.argument("round_id", type=click.UUID)
+@click.option("--url", default=None, envvar="PITBOSS_URL",
+              help="read the replay from this API (with --key) instead of the database")
+@click.option("--key", "api_key", default=None, envvar="PITBOSS_API_KEY",
+              help="an auditor's or a manager's key, with --url")
+def replay(round_id: UUID, url: str | None, api_key: str | None) -> None:
+    """Print a round step by step: every event, by whom and when, and the table after each card.
+
+    Without --url it reads the database directly (as `pitboss db check` finds it).
+    """
+    if url is not None:
+        if not api_key:
+            raise click.ClickException("--url needs --key (an auditor's or a manager's key)")
+        try:
+            frames = Client(url, api_key).get(f"/audit/rounds/{round_id}/replay")
+        except (ApiError, OSError) as exc:
+            raise click.ClickException(str(exc)) from exc
+    else:
+        frames = _replay_from_database(round_id)
+    for line in render(frames):
+        click.echo(line)
+
+
+def _replay_from_database(round_id: UUID) -> list[dict[str, Any]]:
+    from ledger.application import GameLedger
+    from ledger.errors import LedgerError
+
+    try:
+        settings = resolve_database(os.environ)
+    except DatabaseSetupError as exc:
+        raise click.ClickException(str(exc)) from exc
+    env = ledger_env(settings, os.environ)
+    env["CREATE_TABLE"] = "n"
+    ledger = GameLedger(env=env)
+    try:
+        return ledger.replay(round_id)
+    except LedgerError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        ledger.close()
+
+
+# --- the demo of `make run` ------------------------------------------------------------------
+
+DEMO_ROLES = ("auditor", "dealer", "cashier", "manager")
+HEALTH_WAIT_S = 60.0
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", envvar="PITBOSS_HOST", show_default=True)
+@click.option(
+    "--port", default=8000, envvar="PORT", show_default=True, type=click.IntRange(1, 65535)
+)
+@click.option("--rounds", default=5, show_default=True, type=click.IntRange(0, 1000),
+              help="rounds to simulate at the demo table when the database is empty")
+def demo(host: str, port: int, rounds: int) -> None:
+    """Serve the API and run the projection worker; on an empty database, add a demo table.
+
+    New demo keys (demo-auditor, demo-dealer, demo-cashier, demo-manager) replace the last
+    run's in the key file, and are printed. Ctrl-C stops everything.
+    """
+    settings = prepare_service()
+    empty = prepare_store(ledger_env(settings, os.environ)) == 0
+    keys_path = default_keys_file(os.environ)
+    remove_keys(keys_path, [f"demo-{role}" for role in DEMO_ROLES])
+    demo_keys = {role: append_key(keys_path, f"demo-{role}", role) for role in DEMO_ROLES}
+    env = {**os.environ, "DATABASE_URL": settings.url(), "PITBOSS_KEYS_FILE": str(keys_path),
+           "PITBOSS_CREATE_TABLES": "no", "PORT": str(port), "PITBOSS_HOST": host}
+    children = [subprocess.Popen([sys.executable, "-m", "api.cli", "serve"], env=env)]
+    stop = threading.Event()
+    url = f"http://{bind_address(host, port)}"
+    try:
+        with _stopping_on_signals(stop):
+            _wait_for_health(url, children[0], stop)
+            children.append(subprocess.Popen([sys.executable, "-m", "api.cli", "project"],
+                                             env=env))
+            if empty and rounds and not stop.is_set():
+                run_simulation(url, [demo_keys["dealer"], demo_keys["cashier"]], tables=1,
+                               rounds=rounds, preset="casino", progress=True)
+            _announce(url, demo_keys)
+            while not stop.is_set() and all(c.poll() is None for c in children):
+                stop.wait(0.5)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+        for child in children:
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+    failed = [c for c in children if c.returncode not in (0, -signal.SIGTERM)]
+    if failed and not stop.is_set():
+        raise click.ClickException(f"{failed[0].args!r} stopped unexpectedly")
+
+
+def _wait_for_health(url: str, server: subprocess.Popen[bytes], stop: threading.Event) -> None:
+    deadline = time.monotonic() + HEALTH_WAIT_S
+    while time.monotonic() < deadline and not stop.is_set():
+        if server.poll() is not None:
+            raise click.ClickException("the API server did not start (see its log above)")
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        stop.wait(0.2)
+    if not stop.is_set():
+        raise click.ClickException(f"{url}/healthz did not answer within {HEALTH_WAIT_S:.0f} s")
+
+
+def _announce(url: str, demo_keys: dict[str, str]) -> None:
+    lines = [
+        "",
+        f"pitboss is serving on {url}",
+        f"  interactive docs  {url}/docs   (OpenAPI document: {url}/openapi.json)",
+        *(f"  {role:<8} key      {key}" for role, key in demo_keys.items()),
+        "",
+        "  for example:",
+        f"  curl -H 'Authorization: Bearer {demo_keys['auditor']}' {url}/whoami",
+        "",
+        "Ctrl-C stops the server and the projection worker (the database keeps running;",
+        "`make db-stop` stops it).",
+    ]
+    click.echo("\n".join(lines), err=True)
+
+
+if __name__ == "__main__":
+    main()

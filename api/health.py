@@ -6,11 +6,11 @@ from typing import Any
 
 from flask import Response, current_app
 from flask.views import MethodView
-from flask_smorest import Blueprint
 from marshmallow import Schema, fields
 
 from api.database import DatabaseSettings, DatabaseUnavailable, check_database
 from api.problems import PROBLEM_JSON, ProblemSchema, problem
+from api.views import Blueprint
 
 blp = Blueprint("health", __name__, description="Liveness and database reachability.")
 

@@ -1,14 +1,43 @@
-"""The one error shape of the API: RFC 7807 problem details (``application/problem+json``)."""
+"""The one error shape of the API: RFC 7807 problem details (``application/problem+json``).
+
+Every error names what is at fault: ``rule`` is the rule of RULES.md a refusal enforces (or
+null), ``errors`` maps each offending field to its messages (validation), ``error`` is the
+ledger's refusal type (``NotYourTurn``, ``InsufficientChips`` …).
+
+Statuses: a ledger refusal is 422, a missing table, round, shoe or account 404, a lost race
+409 (look again and decide again); a body or query that does not fit the schema 422, a
+malformed body or a missing ``Idempotency-Key`` 400; a value the database refuses (a NUL
+character) 422; no or a wrong API key 401, the wrong role 403; an unreachable database 503.
+A broken invariant of the ledger is the one 500: it is a defect, logged with its traceback,
+and never the answer to any input.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
+from collections.abc import Mapping
 from typing import Any, Final
 
+from eventsourcing.persistence import (
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    PersistenceError,
+)
 from flask import Flask, Response, jsonify
 from marshmallow import Schema, fields
 from werkzeug.exceptions import HTTPException
 
+from ledger.errors import InvariantBroken, LedgerError, RuleSetInvalid
+
+logger = logging.getLogger("pitboss.api")
+
 PROBLEM_JSON: Final = "application/problem+json"
+STATUS_BY_KIND: Final = {"refused": 422, "not_found": 404, "conflict": 409}
+RETRY_AFTER_S: Final = 1
+_BODY_LOCATIONS: Final = frozenset({"json", "form", "json_or_form"})
 
 
 class ProblemSchema(Schema):
@@ -18,6 +47,18 @@ class ProblemSchema(Schema):
     title = fields.String(required=True, metadata={"description": "A short summary."})
     status = fields.Integer(required=True, metadata={"description": "The HTTP status code."})
     detail = fields.String(required=True, metadata={"description": "What happened this time."})
+    rule = fields.String(
+        allow_none=True,
+        metadata={"description": "The rule of RULES.md that refused the request (R-…)."},
+    )
+    error = fields.String(
+        metadata={"description": "The ledger's refusal type, e.g. NotYourTurn."}
+    )
+    errors = fields.Dict(
+        keys=fields.String(),
+        values=fields.List(fields.String()),
+        metadata={"description": "Messages by offending field (dotted for nested fields)."},
+    )
 
 
 def problem(
@@ -26,6 +67,7 @@ def problem(
     detail: str,
     *,
     type_: str = "about:blank",
+    headers: Mapping[str, str] | None = None,
     **extensions: Any,
 ) -> Response:
     """A problem-details response; ``extensions`` become extra members of the body."""
@@ -33,20 +75,124 @@ def problem(
     response = jsonify(body)
     response.status_code = status
     response.mimetype = PROBLEM_JSON
+    if headers:
+        response.headers.update(headers)
     return response
 
 
 def http_exception_problem(error: HTTPException) -> Response:
-    """Any HTTP error (404, 405, 413, 500 …) as problem details."""
+    """Any HTTP error (400, 401, 404, 405, 413, 422, 500 …) as problem details."""
     status = error.code or 500
     extensions: dict[str, Any] = {}
-    # flask-smorest (webargs) attaches the schema validation messages to its 422 errors.
+    headers: dict[str, str] = {}
     data = getattr(error, "data", None)
     if isinstance(data, dict) and "messages" in data:
-        extensions["errors"] = data["messages"]
-    return problem(status, error.name, error.description or error.name, **extensions)
+        # webargs (through flask-smorest) attaches the schema's messages by location.
+        errors = flatten_messages(data["messages"])
+        extensions["errors"] = errors
+        extensions["rule"] = "R-M4" if "Idempotency-Key" in errors else None
+        detail = "The request does not fit its schema: " + "; ".join(
+            f"{name}: {' '.join(messages)}" for name, messages in sorted(errors.items())
+        )
+        title = "Malformed request" if status == 400 else "Invalid request"
+        kind = "malformed-request" if status == 400 else "invalid-request"
+        return problem(status, title, detail, type_=f"urn:pitboss:problem:{kind}", **extensions)
+    if status in (401, 403):
+        # Both are about the key sent in the Authorization header: name it as the field.
+        extensions["errors"] = {"Authorization": [error.description or error.name]}
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if status == 503:
+        headers["Retry-After"] = str(RETRY_AFTER_S)
+    return problem(status, error.name, error.description or error.name, headers=headers,
+                   **extensions)
+
+
+def flatten_messages(messages: object) -> dict[str, list[str]]:
+    """webargs' ``{location: {field: [msg] | {nested…}}}`` as ``{"a.b": [msg]}``."""
+    out: dict[str, list[str]] = {}
+    if not isinstance(messages, Mapping):
+        return {"body": [str(messages)]}
+    for location, found in messages.items():
+        prefix = "" if location in _BODY_LOCATIONS or location in ("query", "headers") else (
+            f"{location}."
+        )
+        _flatten(found, prefix, out, whole="body" if location in _BODY_LOCATIONS else location)
+    return out
+
+
+def _flatten(found: object, prefix: str, out: dict[str, list[str]], *, whole: str) -> None:
+    if isinstance(found, Mapping):
+        for name, inner in found.items():
+            key = str(name)
+            if key == "_schema":
+                _flatten(inner, prefix, out, whole=whole)
+                continue
+            _flatten(inner, f"{prefix}{key}.", out, whole=whole)
+        return
+    name = prefix.rstrip(".") or whole
+    items = found if isinstance(found, list | tuple) else [found]
+    out.setdefault(name, []).extend(str(m) for m in items if not isinstance(m, Mapping))
+    for m in items:
+        if isinstance(m, Mapping):
+            _flatten(m, prefix, out, whole=whole)
+
+
+def _words(name: str) -> str:
+    words = re.sub(r"(?<!^)(?=[A-Z])", " ", name).split()
+    return " ".join([words[0], *(w.lower() for w in words[1:])]) if words else name
+
+
+def _kebab(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+
+
+def ledger_error_problem(error: LedgerError) -> Response:
+    """A refusal of the ledger: its sentence, its rule, its type."""
+    status = STATUS_BY_KIND.get(error.kind, 422)
+    name = type(error).__name__
+    extensions: dict[str, Any] = {"rule": error.rule or None, "error": name}
+    if isinstance(error, RuleSetInvalid):
+        extensions["errors"] = {error.field: [error.message]}
+    return problem(status, _words(name), error.message,
+                   type_=f"urn:pitboss:problem:{_kebab(name)}", **extensions)
+
+
+def invariant_problem(error: InvariantBroken) -> Response:
+    logger.error("a ledger invariant is broken", exc_info=error)
+    return problem(500, "Internal server error",
+                   "The ledger found a broken guarantee and refused to continue; the event "
+                   "has been logged for the operators.",
+                   type_="urn:pitboss:problem:invariant-broken")
+
+
+def persistence_problem(error: PersistenceError) -> Response:
+    if isinstance(error, IntegrityError):
+        # The ledger retries its own races; one that escapes is a race lost for good.
+        return problem(409, "Conflict", "Another request changed this first; nothing was "
+                       "changed. Look at the current state and decide again.",
+                       type_="urn:pitboss:problem:conflict", rule="R-V1", error="Conflict")
+    logger.warning("database unavailable: %s", type(error).__name__, exc_info=error)
+    return problem(503, "Database unavailable",
+                   "The database did not answer in time or is busy; the request may not have "
+                   "been recorded. Retry it with the same Idempotency-Key.",
+                   headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
+def data_problem(error: DataError) -> Response:
+    # The database refused a value the request carried (a NUL character in a text, say).
+    logger.info("a request carried a value the database refuses: %s", error)
+    return problem(422, "Invalid value", "A value in this request cannot be stored or compared "
+                   "by the database (a NUL character, or a number out of range).",
+                   type_="urn:pitboss:problem:invalid-value", rule=None)
 
 
 def register_problem_handlers(app: Flask) -> None:
     """Replace the default (HTML, or flask-smorest's JSON) error pages with problem details."""
     app.register_error_handler(HTTPException, http_exception_problem)
+    app.register_error_handler(LedgerError, ledger_error_problem)
+    app.register_error_handler(InvariantBroken, invariant_problem)
+    # Unreachable, timed out or busy: retry later. Any other database error is a defect (500).
+    for error in (OperationalError, InterfaceError, IntegrityError):
+        app.register_error_handler(error, persistence_problem)
+    app.register_error_handler(DataError, data_problem)

@@ -7,8 +7,10 @@ hands it to the workers as ``DATABASE_URL``, so the embedded server is started o
 from __future__ import annotations
 
 import logging
+import os
 
 from api.app import create_app
+from api.secrets_files import load_shoe_key
 
 
 def _log_through_gunicorn() -> None:
@@ -23,4 +25,5 @@ def _log_through_gunicorn() -> None:
 
 
 _log_through_gunicorn()
-app = create_app()
+# The shoe key now, so a worker without it fails to boot instead of failing the first deal.
+app = create_app({"SHOE_KEY": load_shoe_key(os.environ)})

@@ -29,3 +29,22 @@ loglevel = os.environ.get("PITBOSS_LOG_LEVEL", "info").lower()
 # No runtime control socket: its default path (~/.gunicorn/gunicorn.ctl) is shared by every
 # instance of the user, and pitboss does not use gunicornc.
 control_socket_disable = True
+
+
+def on_starting(server):
+    """Before the workers fork: create the tables once, so workers never race to do it.
+
+    ``pitboss serve`` has done this already and says so with PITBOSS_CREATE_TABLES=no; a bare
+    ``gunicorn -c deploy/gunicorn.conf.py`` (a container) gets it done here.
+    """
+    if os.environ.get("PITBOSS_CREATE_TABLES", "yes").strip().lower() in ("no", "n", "0",
+                                                                        "false", "off"):
+        return
+    from api.app import ledger_env
+    from api.database import resolve_database
+    from api.services import prepare_store
+
+    settings = resolve_database(os.environ)
+    prepare_store(ledger_env(settings, os.environ))
+    os.environ["DATABASE_URL"] = settings.url()
+    os.environ["PITBOSS_CREATE_TABLES"] = "no"

@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger.rules import RuleSet
+from projections.engine import NAMES
 from projections.queries import ReadModels
 from projections.rebuild import rebuild
 from projections.settings import GamingDay
 from tests.integration.test_projections_support import (
-    NAMES,
     RULE_SETS,
     Casino,
     dump,

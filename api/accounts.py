@@ -1,0 +1,72 @@
+"""Accounts (role ``cashier``): open an account, buy in, cash out, balance and statement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.auth import AUDITOR, CASHIER, MANAGER
+from api.schemas import (
+    AccountSchema,
+    AmountSchema,
+    EntriesPageSchema,
+    EntriesQuerySchema,
+    OpenAccountSchema,
+)
+from api.services import ledger
+from api.views import Blueprint, actor, guard
+
+blp = Blueprint("accounts", __name__, description="Player accounts (cashier).")
+
+READERS = (CASHIER, MANAGER, AUDITOR)
+
+
+@blp.route("/accounts", methods=["POST"])
+@guard(blp, CASHIER, mutating=True)
+@blp.arguments(OpenAccountSchema())
+@blp.response(201, AccountSchema)
+def open_account(body: dict[str, Any], request_id: str) -> dict[str, Any]:
+    """Open a player's chip account (R-M3)."""
+    led = ledger()
+    led.open_account(request_id, actor(), body["player"], body["currency"])
+    return led.balance(body["player"])
+
+
+@blp.route("/accounts/<player>/buy-in", methods=["POST"])
+@guard(blp, CASHIER, mutating=True)
+@blp.arguments(AmountSchema())
+@blp.response(200, AccountSchema)
+def buy_in(body: dict[str, Any], player: str, request_id: str) -> dict[str, Any]:
+    """Chips bought at the cashier's desk."""
+    led = ledger()
+    led.buy_in(request_id, actor(), player, body["amount"])
+    return led.balance(player)
+
+
+@blp.route("/accounts/<player>/cash-out", methods=["POST"])
+@guard(blp, CASHIER, mutating=True)
+@blp.arguments(AmountSchema())
+@blp.response(200, AccountSchema)
+def cash_out(body: dict[str, Any], player: str, request_id: str) -> dict[str, Any]:
+    """Chips exchanged back; never more than available (R-M3)."""
+    led = ledger()
+    led.cash_out(request_id, actor(), player, body["amount"])
+    return led.balance(player)
+
+
+@blp.route("/accounts/<player>", methods=["GET"])
+@guard(blp, *READERS)
+@blp.response(200, AccountSchema)
+def balance(player: str) -> dict[str, Any]:
+    """A player's balance: available, held (stakes in play) and total."""
+    return ledger().balance(player)
+
+
+@blp.route("/accounts/<player>/entries", methods=["GET"])
+@guard(blp, *READERS)
+@blp.arguments(EntriesQuerySchema(), location="query", unknown="raise")
+@blp.response(200, EntriesPageSchema)
+def statement(query: dict[str, Any], player: str) -> dict[str, Any]:
+    """A player's statement: every entry of the account in order, a page at a time."""
+    items = ledger().account_entries(player, after=query["after"], limit=query["limit"])
+    full = len(items) == query["limit"]
+    return {"items": items, "next_after": items[-1]["version"] if items and full else None}

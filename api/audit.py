@@ -1,0 +1,126 @@
+"""Replay and audit (roles ``auditor`` and ``manager``; read-only).
+
+A round's events with actor, time and version, its state at any version, its frame-by-frame
+replay and its re-adjudication; a shoe's commitment, and its reveal and verification once
+retired; the event store's hash chain. Nothing here shows a live shoe's order: the ledger's
+queries mask it, and the response schemas carry no field that could hold it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from api.auth import AUDITOR, MANAGER
+from api.schemas import (
+    VERSION_MAX,
+    AccountSchema,
+    ChainHeadSchema,
+    ChainQuerySchema,
+    ChainReportSchema,
+    EventSchema,
+    FindingsSchema,
+    FrameSchema,
+    RoundStateSchema,
+    ShoeSchema,
+)
+from api.services import ledger, round_ledger
+from api.views import Blueprint, guard
+from ledger.storage import LedgerRecorder, chain_head, verify_chain
+
+blp = Blueprint("audit", __name__, url_prefix="/audit", description="Replay and audit.")
+
+AUDITORS = (AUDITOR, MANAGER)
+
+
+@blp.route("/rounds/<uuid:round_id>/events", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.response(200, EventSchema(many=True))
+def round_events(round_id: UUID) -> list[dict[str, Any]]:
+    """Every event of a round with version, time, actor and request id (a face-down card stays
+    hidden while the round is live, R-G2)."""
+    return round_ledger(round_id).round_events(round_id)
+
+
+@blp.route(f"/rounds/<uuid:round_id>/versions/<int(min=1, max={VERSION_MAX}):version>",
+           methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.response(200, RoundStateSchema)
+def round_at(round_id: UUID, version: int) -> dict[str, Any]:
+    """The round as it stood right after its event ``version``."""
+    return round_ledger(round_id).round_state(round_id, version)
+
+
+@blp.route("/rounds/<uuid:round_id>/replay", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.response(200, FrameSchema(many=True))
+def replay(round_id: UUID) -> list[dict[str, Any]]:
+    """Frame by frame: each event with the round's state right after it."""
+    return round_ledger(round_id).replay(round_id)
+
+
+@blp.route("/rounds/<uuid:round_id>/check", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.response(200, FindingsSchema)
+def check_round(round_id: UUID) -> dict[str, Any]:
+    """Re-adjudicate: re-run the rules over the recorded cards and decisions (R-S1)."""
+    findings = ledger().check_round(round_id)
+    return {"ok": not findings, "findings": findings}
+
+
+@blp.route("/shoes/<uuid:shoe_id>", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.response(200, ShoeSchema)
+def shoe(shoe_id: UUID) -> dict[str, Any]:
+    """A shoe's commitment and position; its order and salt once retired (R-H2)."""
+    return ledger().shoe(shoe_id)
+
+
+@blp.route("/shoes/<uuid:shoe_id>/verification", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.response(200, FindingsSchema)
+def verify_shoe(shoe_id: UUID) -> dict[str, Any]:
+    """For a retired shoe: the reveal matches the commitment and every card dealt was the next
+    card of the order (R-H2, R-H3). A live shoe answers with one finding saying so."""
+    findings = ledger().verify_shoe(shoe_id)
+    return {"ok": not findings, "findings": findings}
+
+
+@blp.route("/tables/<uuid:table_id>/house", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.response(200, AccountSchema)
+def house(table_id: UUID) -> dict[str, Any]:
+    """The table's house account (R-M4)."""
+    return ledger().house(table_id)
+
+
+@blp.route("/chain", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.arguments(ChainQuerySchema(), location="query", unknown="raise")
+@blp.response(200, ChainReportSchema)
+def chain(query: dict[str, Any]) -> dict[str, Any]:
+    """Walk the event store's hash chain: every stored event is recomputed against its link.
+
+    Give ``expected_head`` (a head kept outside the database) to check nothing was appended
+    behind it either. This reads every event: it takes a while on a large store.
+    """
+    report = verify_chain(_recorder(), expected_head=query.get("expected_head"))
+    return {"rows": report.rows, "head": report.head,
+            "head_notification_id": report.head_notification_id, "intact": report.intact,
+            "findings": report.findings}
+
+
+@blp.route("/chain/head", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.response(200, ChainHeadSchema)
+def head() -> dict[str, Any]:
+    """The last event's notification id and chain hash: keep it outside the database."""
+    notification_id, digest = chain_head(_recorder())
+    return {"notification_id": notification_id, "head": digest}
+
+
+def _recorder() -> LedgerRecorder:
+    recorder = ledger().recorder
+    if not isinstance(recorder, LedgerRecorder):
+        raise TypeError("the ledger does not store in PostgreSQL with the hash chain")
+    return recorder

@@ -1,0 +1,274 @@
+"""Bearer API keys: each bound to one role and to the name recorded as the actor of its events.
+
+A key is ``pbk_`` plus 43 URL-safe characters (256 random bits). Only its SHA-256 is stored:
+a high-entropy key needs no slow hash, and a stolen key file reveals no usable key. Keys come
+from a file (``PITBOSS_KEYS_FILE``: JSON lines or one JSON list of ``{name, role, key_hash}``)
+or from the environment (``PITBOSS_KEYS``: the same JSON list). The file is read again when it
+changes, so ``pitboss keys create`` takes effect without a restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import secrets
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import wraps
+from pathlib import Path
+from typing import Any, Final, TypeVar, cast
+
+from flask import current_app, g, request
+from werkzeug.exceptions import Forbidden, Unauthorized
+
+logger = logging.getLogger("pitboss.auth")
+
+DEALER: Final = "dealer"
+CASHIER: Final = "cashier"
+MANAGER: Final = "manager"
+AUDITOR: Final = "auditor"
+ROLES: Final = (DEALER, CASHIER, MANAGER, AUDITOR)
+
+KEY_PREFIX: Final = "pbk_"
+KEY_RANDOM_BYTES: Final = 32
+KEY_MAX_CHARS: Final = 256
+NAME_MAX_CHARS: Final = 64
+KEYS_MAX: Final = 10_000
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class KeyConfigError(Exception):
+    """The key file or variable cannot be used as given."""
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """One key holder: the name recorded as actor, the role, and the key's SHA-256 (hex)."""
+
+    name: str
+    role: str
+    key_hash: str
+
+    def __post_init__(self) -> None:
+        check_name(self.name)
+        if self.role not in ROLES:
+            raise KeyConfigError(f"key {self.name!r}: role {self.role!r} is not one of "
+                                 f"{', '.join(ROLES)}")
+        if len(self.key_hash) != 64 or any(c not in "0123456789abcdef" for c in self.key_hash):
+            raise KeyConfigError(f"key {self.name!r}: key_hash must be 64 lower-case hex digits "
+                                 "(the SHA-256 of the key)")
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "role": self.role, "key_hash": self.key_hash}
+
+
+def check_name(name: object) -> str:
+    """A key holder's name is what the ledger records as actor: 1-64 printable characters."""
+    if (not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX_CHARS
+            or not name.isprintable() or name != name.strip()):
+        raise KeyConfigError(f"a key name is 1 to {NAME_MAX_CHARS} printable characters "
+                             f"without surrounding spaces, not {name!r}")
+    return name
+
+
+def new_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(KEY_RANDOM_BYTES)
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def parse_keys(text: str, *, source: str) -> list[ApiKey]:
+    """JSON lines, or one JSON list, of ``{name, role, key_hash}`` objects."""
+    stripped = text.strip()
+    if not stripped:
+        return []
+    try:
+        if stripped.startswith("["):
+            items = json.loads(stripped)
+        else:
+            items = [json.loads(line) for line in stripped.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise KeyConfigError(f"{source} is not JSON lines or a JSON list: {exc.msg} "
+                             f"(line {exc.lineno})") from None
+    if not isinstance(items, list) or len(items) > KEYS_MAX:
+        raise KeyConfigError(f"{source} must hold a list of at most {KEYS_MAX} keys")
+    keys = [_key_from(item, source) for item in items]
+    names = [k.name for k in keys]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise KeyConfigError(f"{source} names {', '.join(duplicates)} more than once")
+    return keys
+
+
+def _key_from(item: object, source: str) -> ApiKey:
+    if not isinstance(item, dict) or set(item) - {"name", "role", "key_hash", "created"}:
+        raise KeyConfigError(f"{source}: each key is an object with name, role and key_hash")
+    try:
+        return ApiKey(name=item["name"], role=item["role"], key_hash=item["key_hash"])
+    except KeyError as exc:
+        raise KeyConfigError(f"{source}: a key lacks {exc.args[0]!r}") from None
+
+
+def append_key(path: Path, name: str, role: str) -> str:
+    """Create a key, store its hash in ``path`` (mode 0600), and return the key (shown once)."""
+    existing = parse_keys(path.read_text(), source=str(path)) if path.exists() else []
+    if any(k.name == name for k in existing):
+        raise KeyConfigError(f"{path} already has a key named {name!r}")
+    key = new_key()
+    record = ApiKey(name=name, role=role, key_hash=hash_key(key))
+    line = {**record.to_json(), "created": datetime.now(UTC).isoformat(timespec="seconds")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "a") as out:
+        out.write(json.dumps(line) + "\n")
+    return key
+
+
+def remove_keys(path: Path, names: Iterable[str]) -> list[str]:
+    """Revoke keys by name; returns the names removed."""
+    if not path.exists():
+        return []
+    wanted = set(names)
+    kept, removed = [], []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        name = json.loads(line).get("name")
+        if name in wanted:
+            removed.append(name)
+        else:
+            kept.append(line)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write("".join(line + "\n" for line in kept))
+    tmp.replace(path)
+    return removed
+
+
+class KeyRing:
+    """The configured keys; a file is re-read when its size or mtime changes."""
+
+    def __init__(self, keys: Sequence[ApiKey] = (), *, path: Path | None = None) -> None:
+        self._static = list(keys)
+        self._path = path
+        self._stamp: tuple[int, int] | None = None
+        self._from_file: list[ApiKey] = []
+        self._lock = threading.Lock()
+        if path is not None:
+            self._reload()
+
+    @property
+    def path(self) -> Path | None:
+        return self._path
+
+    def keys(self) -> list[ApiKey]:
+        self._reload()
+        return [*self._static, *self._from_file]
+
+    def _reload(self) -> None:
+        if self._path is None:
+            return
+        try:
+            stat = self._path.stat()
+            stamp = (stat.st_mtime_ns, stat.st_size)
+        except FileNotFoundError:
+            stamp = (0, 0)
+        if stamp == self._stamp:
+            return
+        with self._lock:
+            try:
+                text = self._path.read_text() if stamp != (0, 0) else ""
+                self._from_file = parse_keys(text, source=str(self._path))
+            except KeyConfigError:
+                if self._stamp is None:
+                    raise
+                # A half-written edit must not lock everybody out: keep the last good keys.
+                logger.exception("keeping the previous keys: %s does not parse", self._path)
+            self._stamp = stamp
+
+    def find(self, presented: str) -> ApiKey | None:
+        """The key holder for a presented key; every stored hash is compared in constant time."""
+        digest = hash_key(presented)
+        found = None
+        for key in self.keys():
+            if hmac.compare_digest(digest, key.key_hash):
+                found = key
+        return found
+
+
+def keyring_from(environ: Mapping[str, str], default_file: Path) -> KeyRing:
+    """``PITBOSS_KEYS`` (a JSON list) and/or ``PITBOSS_KEYS_FILE`` (default ``default_file``)."""
+    inline = environ.get("PITBOSS_KEYS", "").strip()
+    keys = parse_keys(inline, source="PITBOSS_KEYS") if inline else []
+    path = Path(environ.get("PITBOSS_KEYS_FILE", "").strip() or default_file)
+    return KeyRing(keys, path=path)
+
+
+# --- request-time checks -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str
+    role: str
+
+
+def _bearer_token() -> str:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise _unauthorized("This request needs an API key: send 'Authorization: Bearer <key>'.")
+    if len(token) > KEY_MAX_CHARS:
+        raise _unauthorized("The API key is not valid.")
+    return token
+
+
+def _unauthorized(detail: str) -> Unauthorized:
+    # The problem handler adds "WWW-Authenticate: Bearer" to every 401.
+    return Unauthorized(detail)
+
+
+def current_principal() -> Principal:
+    principal = g.get("principal")
+    if principal is None:
+        raise RuntimeError("no principal: the view is not behind requires()")
+    return cast(Principal, principal)
+
+
+def requires(*roles: str) -> Callable[[F], F]:
+    """Let the view run only for a valid key of one of ``roles`` (401 / 403 otherwise).
+
+    Applied outermost, so that a request without a valid key learns nothing about the body
+    it sent. The view's roles are kept on it for the route-by-role tests.
+    """
+    unknown = set(roles) - set(ROLES)
+    if not roles or unknown:
+        raise ValueError(f"unknown roles {unknown or roles}")
+
+    def decorator(view: F) -> F:
+        @wraps(view)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            ring: KeyRing = current_app.extensions["pitboss.keys"]
+            key = ring.find(_bearer_token())
+            if key is None:
+                raise _unauthorized("The API key is not valid.")
+            if key.role not in roles:
+                raise Forbidden(f"The {key.role} role may not do this; it needs the "
+                                f"{' or '.join(roles)} role.")
+            g.principal = Principal(name=key.name, role=key.role)
+            return view(*args, **kwargs)
+
+        guarded.pitboss_roles = frozenset(roles)  # type: ignore[attr-defined]
+        return cast(F, guarded)
+
+    return decorator

@@ -1,0 +1,107 @@
+"""A round's replay as terminal text (``pitboss replay``): one line per event, cards as 7♠.
+
+Frames are what ``GameLedger.replay`` (and ``GET /audit/rounds/<id>/replay``) return: each
+event with the round's state right after it. After every card the table is drawn again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ledger.cards import Card, describe, is_card
+
+
+def card(code: str) -> str:
+    if code == "hidden":
+        return "??"
+    return describe(Card(code)) if is_card(code) else code
+
+
+def cards(codes: Iterable[str]) -> str:
+    return " ".join(card(c) for c in codes) or "-"
+
+
+def _where(data: Mapping[str, Any]) -> str:
+    if data.get("box") == 0:
+        return "the dealer"
+    hand = data.get("hand", 0)
+    return f"box {data.get('box')}" + (f" hand {hand}" if hand else "")
+
+
+def sentence(event_type: str, data: Mapping[str, Any]) -> str:
+    """What happened, in words."""
+    d = data
+    match event_type:
+        case "Created" if "round_no" in d:
+            return f"round {d['round_no']} opens under {d['rules']['name']} " \
+                   f"v{d['rules']['version']} ({d['currency']})"
+        case "StakePlaced":
+            return f"{d['bettor']} stakes {d['amount']} on box {d['box']}"
+        case "StakeWithdrawn":
+            return f"{d['bettor']} withdraws {d['amount']} from box {d['box']}"
+        case "BettingClosed":
+            return f"betting closes: {', '.join(d['players'])}"
+        case "CardDealt" | "WildCardDrawn":
+            face = "" if d.get("face_up", True) else " face down"
+            return f"{card(d['card'])} to {_where(d)}{face} (shoe position {d['position']})"
+        case "HoleCardRevealed":
+            return f"the dealer turns over {card(d['card'])}"
+        case "HandHit" | "HandStood" | "HandDoubled" | "HandSplit":
+            verb = {"HandHit": "hits", "HandStood": "stands", "HandDoubled": "doubles",
+                    "HandSplit": "splits"}[event_type]
+            extra = f" (+{d['amount']})" if "amount" in d else ""
+            return f"{d['player']} {verb} on {_where(d)}{extra}"
+        case "DoubleMatched" | "SplitMatched":
+            return f"{d['bettor']} matches on {_where(d)} (+{d['amount']})"
+        case "DoubleDeclined" | "SplitDeclined":
+            return f"{d['bettor']} declines on {_where(d)}"
+        case "InsurancePlaced":
+            return f"{d['bettor']} insures for {d['amount']}"
+        case "BoxSurrendered":
+            return f"{d['player']} surrenders box {d['box']}"
+        case "StakeSettled" | "StakeForfeited":
+            net = d["released"] + d["won"] - d["held"]
+            prize = f", prize {d['prize']}" if d.get("prize") else ""
+            return (f"{d['bettor']} on {_where(d)}: {d['outcome']} {net:+d}{prize} "
+                    f"({d['reason']})")
+        case "DealerFinished":
+            state = "bust" if d["bust"] else ("natural" if d["natural"] else "stands")
+            return f"the dealer {state} on {d['total']}: {cards(d['cards'])}"
+        case "RoundSettled":
+            results = ", ".join(f"{p} {n:+d}" for p, n in sorted(d["results"].items()))
+            return f"round settled: {results or 'no stakes'}; house {d['house_result']:+d}"
+        case "RoundVoided":
+            return f"round voided: {d['reason']}"
+        case "RulingRecorded":
+            moves = ", ".join(f"{p} {n:+d}" for p, n in sorted(d["adjustments"].items()))
+            return f"ruling: {d['reason']} ({moves}; corrects v{d['corrects']})"
+    return event_type
+
+
+def table(state: Mapping[str, Any]) -> list[str]:
+    """The round's table right now: the dealer and each hand."""
+    dealer = state["dealer"]
+    lines = [f"      dealer  {cards(dealer['cards']):<24} {dealer['total']}"]
+    for b in state["boxes"]:
+        for h in b["hands"]:
+            label = f"box {b['box']}" + (f".{h['hand']}" if b["hands"][0]["hand"] != h["hand"]
+                                         or len(b["hands"]) > 1 else "")
+            stakes = ", ".join(f"{p} {a}" for p, a in h["stakes"].items())
+            total = f"{'soft ' if h['soft'] else ''}{h['total']}" if h["cards"] else ""
+            lines.append(f"      {label:<7} {cards(h['cards']):<24} {total:<8} {h['status']:<11}"
+                         f" {stakes}")
+    return lines
+
+
+def render(frames: Iterable[Mapping[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    for frame in frames:
+        event, state = frame["event"], frame["state"]
+        when = event["timestamp"][11:23]
+        lines.append(f"v{event['version']:<3} {when}  {event['actor'] or '-':<16} "
+                     f"{sentence(event['type'], event['data'])}")
+        if event["type"] in ("CardDealt", "WildCardDrawn", "HoleCardRevealed",
+                             "HandSplit", "RoundSettled", "RoundVoided"):
+            lines.extend(table(state))
+    return lines

@@ -1,0 +1,225 @@
+"""Read-model audit views (roles ``auditor`` and ``manager``): searches, balances, reports.
+
+They read the projections (:mod:`projections.queries`), which the projection worker keeps up
+to date a moment behind the ledger; ``GET /audit/projections`` tells by how many events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+
+from api.auth import AUDITOR, MANAGER
+from api.schemas import FindingsSchema, Out, QueryBoolean, page_limit, printable
+from api.services import ledger, services
+from api.views import Blueprint, guard
+from ledger.application import NAME_MAX_CHARS
+from projections.rounds import STATUSES
+from projections.settings import (
+    BALANCES_PAGE_MAX,
+    CURSOR_MAX_CHARS,
+    DAY_RANGE_MAX_DAYS,
+    ROUNDS_PAGE_MAX,
+)
+
+blp = Blueprint("reports", __name__, url_prefix="/audit",
+                description="Read models: round search, balances, reports, projection lag.")
+
+AUDITORS = (AUDITOR, MANAGER)
+
+
+def _cursor() -> fields.String:
+    return fields.String(validate=[validate.Length(1, CURSOR_MAX_CHARS), printable], metadata={
+        "description": "next_cursor of the previous page."})
+
+
+def _player() -> fields.String:
+    return fields.String(validate=[validate.Length(1, NAME_MAX_CHARS), printable])
+
+
+class SearchRoundsQuerySchema(Schema):
+    table_id = fields.UUID()
+    player = _player()
+    status = fields.String(validate=validate.OneOf(STATUSES))
+    started_from = fields.AwareDateTime(metadata={"description": "Inclusive, with a zone."})
+    started_to = fields.AwareDateTime(metadata={"description": "Exclusive, with a zone."})
+    wild_card = QueryBoolean()
+    prize = QueryBoolean()
+    ruling = QueryBoolean()
+    limit = page_limit(50, ROUNDS_PAGE_MAX)
+    cursor = _cursor()
+
+    @validates_schema
+    def _range(self, data: dict[str, Any], **_: Any) -> None:
+        low, high = data.get("started_from"), data.get("started_to")
+        if low is not None and high is not None and low >= high:
+            raise ValidationError("Must come after started_from.", "started_to")
+
+
+class BalancesQuerySchema(Schema):
+    player = _player()
+    limit = page_limit(100, BALANCES_PAGE_MAX)
+    cursor = _cursor()
+
+
+class DayRangeQuerySchema(Schema):
+    day_from = fields.Date(required=True, data_key="from", metadata={
+        "description": "The first gaming day, e.g. 2025-03-01."})
+    day_to = fields.Date(required=True, data_key="to", metadata={
+        "description": f"The last gaming day (included); at most {DAY_RANGE_MAX_DAYS} days."})
+
+    @validates_schema
+    def _range(self, data: dict[str, Any], **_: Any) -> None:
+        low, high = data.get("day_from"), data.get("day_to")
+        if low is not None and high is not None:
+            if low > high:
+                raise ValidationError("Must not come before from.", "to")
+            if (high - low).days + 1 > DAY_RANGE_MAX_DAYS:
+                raise ValidationError(f"A report covers at most {DAY_RANGE_MAX_DAYS} days.",
+                                      "to")
+
+
+class RoundIndexSchema(Out):
+    round_id = fields.String(required=True)
+    table_id = fields.String(required=True)
+    table_name = fields.String(required=True, allow_none=True)
+    round_no = fields.Integer(required=True)
+    started_at = fields.String(required=True, allow_none=True)
+    ended_at = fields.String(required=True, allow_none=True)
+    rules_hash = fields.String(required=True, allow_none=True)
+    rules_name = fields.String(required=True, allow_none=True)
+    rules_version = fields.Integer(required=True, allow_none=True)
+    currency = fields.String(required=True, allow_none=True)
+    status = fields.String(required=True)
+    players = fields.List(fields.String(), required=True)
+    total_staked = fields.Integer(required=True)
+    total_paid = fields.Integer(required=True)
+    house_result = fields.Integer(required=True)
+    held = fields.Integer(required=True)
+    wild_card = fields.Boolean(required=True)
+    prize = fields.Boolean(required=True)
+    ruling = fields.Boolean(required=True)
+    version = fields.Integer(required=True)
+    last_notification_id = fields.Integer(required=True, allow_none=True)
+
+
+class RoundPageSchema(Out):
+    items = fields.List(fields.Nested(RoundIndexSchema), required=True)
+    next_cursor = fields.String(required=True, allow_none=True)
+
+
+class BalanceSchema(Out):
+    account_id = fields.String(required=True)
+    owner = fields.String(required=True)
+    kind = fields.String(required=True)
+    currency = fields.String(required=True)
+    table_id = fields.String(required=True, allow_none=True)
+    available = fields.Integer(required=True)
+    held = fields.Integer(required=True)
+    total = fields.Integer(required=True)
+    bought_in = fields.Integer(required=True)
+    cashed_out = fields.Integer(required=True)
+    version = fields.Integer(required=True)
+    last_notification_id = fields.Integer(required=True, allow_none=True)
+
+
+class BalancePageSchema(Out):
+    items = fields.List(fields.Nested(BalanceSchema), required=True)
+    next_cursor = fields.String(required=True, allow_none=True)
+
+
+class HouseResultSchema(Out):
+    table_id = fields.String(required=True)
+    table_name = fields.String(required=True, allow_none=True)
+    currency = fields.String(required=True, allow_none=True)
+    house_account_id = fields.String(required=True, allow_none=True)
+    result = fields.Integer(required=True)
+    version = fields.Integer(required=True)
+    last_notification_id = fields.Integer(required=True, allow_none=True)
+
+
+class TableDaySchema(Out):
+    table_id = fields.String(required=True)
+    table_name = fields.String(required=True, allow_none=True)
+    currency = fields.String(required=True, allow_none=True)
+    gaming_day = fields.String(required=True, metadata={"format": "date"})
+    starts_at = fields.String(required=True)
+    ends_at = fields.String(required=True)
+    no_activity = fields.Boolean(required=True)
+    rounds_played = fields.Integer(required=True)
+    rounds_settled = fields.Integer(required=True)
+    rounds_voided = fields.Integer(required=True)
+    rulings = fields.Integer(required=True)
+    staked = fields.Integer(required=True)
+    paid_out = fields.Integer(required=True)
+    house_win = fields.Integer(required=True)
+    held_at_day_end = fields.Integer(required=True)
+    open_rounds_at_day_end = fields.Integer(required=True)
+
+
+class PositionSchema(Out):
+    projection = fields.String(required=True)
+    position = fields.Integer(required=True)
+    ledger_head = fields.Integer(required=True)
+    lag_events = fields.Integer(required=True)
+
+
+@blp.route("/rounds", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.arguments(SearchRoundsQuerySchema(), location="query", unknown="raise")
+@blp.response(200, RoundPageSchema)
+def search_rounds(query: dict[str, Any]) -> dict[str, Any]:
+    """Search the round index, newest first: by table, player, status, start time, wild card,
+    prize or ruling; a page at a time (pass next_cursor as cursor)."""
+    result: dict[str, Any] = services().read_models().search_rounds(**query)
+    return result
+
+
+@blp.route("/balances", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.arguments(BalancesQuerySchema(), location="query", unknown="raise")
+@blp.response(200, BalancePageSchema)
+def balances(query: dict[str, Any]) -> dict[str, Any]:
+    """Every account's projected balance (players and houses), in owner order."""
+    result: dict[str, Any] = services().read_models().balances(**query)
+    return result
+
+
+@blp.route("/balances/check", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.response(200, FindingsSchema)
+def check_balances() -> dict[str, Any]:
+    """Every projected balance against the ledger's own account: findings, if any (R-M4)."""
+    findings: list[str] = services().read_models().check_balances(ledger())
+    return {"ok": not findings, "findings": findings}
+
+
+@blp.route("/house", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.response(200, HouseResultSchema(many=True))
+def house_results() -> list[dict[str, Any]]:
+    """Each table's house result: what the house has won (negative: lost)."""
+    result: list[dict[str, Any]] = services().read_models().house_results()
+    return result
+
+
+@blp.route("/tables/<uuid:table_id>/report", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.arguments(DayRangeQuerySchema(), location="query", unknown="raise")
+@blp.response(200, TableDaySchema(many=True))
+def table_day_report(query: dict[str, Any], table_id: UUID) -> list[dict[str, Any]]:
+    """The table's figures per gaming day: rounds, stakes, payouts, the house's win."""
+    result: list[dict[str, Any]] = services().read_models().table_day_report(
+        table_id, query["day_from"], query["day_to"])
+    return result
+
+
+@blp.route("/projections", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.response(200, PositionSchema(many=True))
+def positions() -> list[dict[str, Any]]:
+    """Each projection's position, the ledger's head and the lag between them, in events."""
+    result: list[dict[str, Any]] = services().read_models().positions()
+    return result

@@ -1,0 +1,533 @@
+"""Marshmallow schemas of every request and response, and the strict fields they use.
+
+Requests refuse unknown fields (marshmallow's default ``RAISE``), floats and booleans where a
+whole number is due, and anything but ``true``/``false`` where a boolean is due (R-M1: no
+floats anywhere). Every number has a range and every list and text a length.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import fields as dataclass_fields
+from functools import cache
+from typing import Any, Final
+
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
+
+from ledger.application import NAME_MAX_CHARS, PAGE_SIZE_MAX, REQUEST_ID_MAX_CHARS
+from ledger.engine.machine import REASON_MAX_CHARS
+from ledger.rules import (
+    BOOL_FIELDS,
+    DEALER_NATURAL_TAKES,
+    DEALER_POLICIES,
+    PRESETS,
+    RATIO_FIELDS,
+    RuleSet,
+)
+
+AMOUNT_MAX: Final = 10**12
+BOX_MAX: Final = 12
+HAND_MAX: Final = 15
+VERSION_MAX: Final = 10**9
+CURSOR_MAX_CHARS: Final = 512
+RULING_ENTRIES_MAX: Final = 100
+# Player ids travel in URL paths, so they are kept to characters that need no escaping there.
+PLAYER_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$"
+
+
+# --- strict fields ---------------------------------------------------------------------------
+
+
+class WholeNumber(fields.Integer):
+    """A JSON integer: no float (not even 2.0), no boolean, no string."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(strict=True, **kwargs)
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.make_error("invalid")
+        result: int = super()._deserialize(value, attr, data, **kwargs)
+        return result
+
+
+class QueryWholeNumber(fields.Integer):
+    """A whole number in a query string: digits only (an optional minus), no ``1.0``."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
+        if not isinstance(value, str) or not re.fullmatch(r"-?[0-9]{1,19}", value):
+            raise self.make_error("invalid")
+        result: int = super()._deserialize(value, attr, data, **kwargs)
+        return result
+
+
+class TrueOrFalse(fields.Boolean):
+    """A JSON ``true`` or ``false``, nothing else (no 1, no "yes")."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
+        if value is True or value is False:
+            return value
+        raise self.make_error("invalid")
+
+
+class QueryBoolean(fields.Boolean):
+    """``true`` or ``false`` in a query string."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(truthy={"true"}, falsy={"false"}, **kwargs)
+
+
+class FullMatch(validate.Regexp):
+    """A pattern the whole text must match (``re.match`` lets ``$`` pass a final newline)."""
+
+    def __call__(self, value: Any) -> Any:
+        if not isinstance(value, str) or re.fullmatch(str(self.regex.pattern), value) is None:
+            raise ValidationError(self._format_error(value))
+        return value
+
+
+def printable(value: str) -> str:
+    if not value.isprintable():
+        raise ValidationError("Must be printable characters only.")
+    return value
+
+
+def _trimmed(value: str) -> str:
+    if value != value.strip():
+        raise ValidationError("Must not begin or end with spaces.")
+    return value
+
+
+def amount(**kwargs: Any) -> WholeNumber:
+    return WholeNumber(validate=validate.Range(1, AMOUNT_MAX), **kwargs)
+
+
+def player(**kwargs: Any) -> fields.String:
+    metadata = {"description": "A player id: a letter or digit, then up to 63 of "
+                "A-Z a-z 0-9 . _ @ + -", **kwargs.pop("metadata", {})}
+    return fields.String(
+        validate=FullMatch(PLAYER_PATTERN, error="Not a valid player id (a letter or digit, "
+                           "then up to 63 of A-Z a-z 0-9 . _ @ + -)."),
+        metadata=metadata, **kwargs)
+
+
+def box(**kwargs: Any) -> WholeNumber:
+    return WholeNumber(validate=validate.Range(1, BOX_MAX), **kwargs)
+
+
+def hand(**kwargs: Any) -> WholeNumber:
+    return WholeNumber(validate=validate.Range(0, HAND_MAX), load_default=0,
+                       metadata={"description": "The hand of the box, 0 before any split."},
+                       **kwargs)
+
+
+def text(max_chars: int, **kwargs: Any) -> fields.String:
+    return fields.String(
+        validate=[validate.Length(1, max_chars), printable, _trimmed], **kwargs
+    )
+
+
+def reason(**kwargs: Any) -> fields.String:
+    return fields.String(validate=[validate.Length(1, REASON_MAX_CHARS), printable], **kwargs)
+
+
+def page_limit(default: int, maximum: int = PAGE_SIZE_MAX) -> QueryWholeNumber:
+    return QueryWholeNumber(load_default=default, validate=validate.Range(1, maximum),
+                            metadata={"description": f"Page size, at most {maximum}."})
+
+
+# --- headers ---------------------------------------------------------------------------------
+
+
+class IdempotencyHeaderSchema(Schema):
+    class Meta:
+        unknown = EXCLUDE
+
+    request_id = fields.String(
+        data_key="Idempotency-Key",
+        required=True,
+        validate=[validate.Length(1, REQUEST_ID_MAX_CHARS), printable],
+        metadata={"description": "The client's id of this request (R-M4): a retry with the "
+                  "same key returns the first result; the same key with another request is "
+                  "refused."},
+    )
+
+
+# --- rules and limits ------------------------------------------------------------------------
+
+
+def _rule_field(name: str, *, required: bool) -> fields.Field[Any]:
+    if name in BOOL_FIELDS:
+        return TrueOrFalse(required=required)
+    if name in RATIO_FIELDS:
+        return fields.List(WholeNumber(validate=validate.Range(1, 100)),
+                           validate=validate.Length(2, 2), required=required,
+                           metadata={"description": "A ratio [numerator, denominator]."})
+    if name == "dealer_policy":
+        return fields.String(validate=validate.OneOf(DEALER_POLICIES), required=required)
+    if name == "dealer_natural_takes":
+        return fields.String(validate=validate.OneOf(DEALER_NATURAL_TAKES), required=required)
+    if name == "name":
+        return text(64, required=required)
+    return WholeNumber(validate=validate.Range(0, 1_000_000), required=required)
+
+
+# One field per setting of the rule set, so a new setting of the ledger shows up here by itself.
+RuleOverridesSchema = Schema.from_dict(
+    {f.name: _rule_field(f.name, required=False) for f in dataclass_fields(RuleSet)},
+    name="RuleOverrides",
+)
+RuleSetSchema = Schema.from_dict(
+    {f.name: _rule_field(f.name, required=True) for f in dataclass_fields(RuleSet)},
+    name="RuleSet",
+)
+
+
+class LimitsSchema(Schema):
+    """Table settings (R-X15), in minor units; each defaults to the ledger's default."""
+
+    table_min = WholeNumber(validate=validate.Range(1, AMOUNT_MAX))
+    table_max = WholeNumber(validate=validate.Range(1, AMOUNT_MAX))
+    min_chip = WholeNumber(validate=validate.Range(1, AMOUNT_MAX))
+    min_unit = WholeNumber(validate=validate.Range(1, AMOUNT_MAX))
+    boxes = WholeNumber(validate=validate.Range(1, BOX_MAX))
+
+
+class RulesChoiceSchema(Schema):
+    preset = fields.String(required=True, validate=validate.OneOf(sorted(PRESETS)),
+                           metadata={"description": "casino, wild21 or casino_wild (R-S2)."})
+    overrides = fields.Nested(RuleOverridesSchema, metadata={
+        "description": "Settings that differ from the preset; give the result its own name "
+        "or version (R-S1)."})
+    limits = fields.Nested(LimitsSchema)
+
+
+class OpenTableSchema(RulesChoiceSchema):
+    name = text(NAME_MAX_CHARS, required=True)
+    currency = fields.String(load_default="EUR", validate=FullMatch(r"^[A-Z]{3}$"))
+
+
+class ChangeRulesSchema(RulesChoiceSchema):
+    reason = reason(required=True)
+
+
+class ReasonSchema(Schema):
+    reason = reason(required=True)
+
+
+# --- play ------------------------------------------------------------------------------------
+
+
+class StakeSchema(Schema):
+    bettor = player(required=True)
+    box = box(required=True)
+    amount = amount(required=True)
+
+
+class BoxBettorSchema(Schema):
+    bettor = player(required=True)
+    box = box(required=True)
+
+
+class HandDecisionSchema(Schema):
+    player = player(required=True, metadata={"description": "The box owner (R-C4)."})
+    box = box(required=True)
+    hand = hand()
+
+
+class SurrenderSchema(Schema):
+    player = player(required=True)
+    box = box(required=True)
+
+
+class AnswerSchema(Schema):
+    bettor = player(required=True, metadata={"description": "The co-bettor answering."})
+    box = box(required=True)
+    hand = hand()
+
+
+class InsuranceSchema(Schema):
+    bettor = player(required=True)
+    amount = amount(required=True)
+
+
+class RulingSchema(Schema):
+    reason = reason(required=True)
+    corrects = fields.List(
+        WholeNumber(validate=validate.Range(1, VERSION_MAX)), required=True,
+        validate=validate.Length(1, RULING_ENTRIES_MAX),
+        metadata={"description": "The round's event versions this ruling corrects."})
+    adjustments = fields.Dict(
+        keys=player(), values=WholeNumber(validate=validate.Range(-AMOUNT_MAX, AMOUNT_MAX)),
+        required=True, validate=validate.Length(1, RULING_ENTRIES_MAX),
+        metadata={"description": "Chips to move per player (positive: to the player)."})
+
+
+# --- accounts --------------------------------------------------------------------------------
+
+
+class OpenAccountSchema(Schema):
+    player = player(required=True)
+    currency = fields.String(load_default="EUR", validate=FullMatch(r"^[A-Z]{3}$"))
+
+
+class AmountSchema(Schema):
+    amount = amount(required=True)
+
+
+class EntriesQuerySchema(Schema):
+    after = QueryWholeNumber(load_default=0, validate=validate.Range(0, VERSION_MAX),
+                             metadata={"description": "Entries after this account version."})
+    limit = page_limit(100)
+
+
+class TableRoundsQuerySchema(Schema):
+    before = QueryWholeNumber(validate=validate.Range(1, VERSION_MAX),
+                              metadata={"description": "Rounds numbered below this one."})
+    limit = page_limit(50)
+
+
+class ChainQuerySchema(Schema):
+    expected_head = fields.String(
+        validate=FullMatch(r"^[0-9a-f]{64}$"),
+        metadata={"description": "A head hash kept outside the database, to compare."})
+
+
+# --- responses -------------------------------------------------------------------------------
+
+Project = Callable[[Any], Any]
+
+
+class Out(Schema):
+    """A response schema whose dump copies the declared fields and nothing else.
+
+    The ledger's answers are JSON-ready already (strings, integers, lists, dicts), so a
+    response needs its shape enforced, not its values converted: dropping every key the schema
+    does not declare is what keeps an undeclared field (a shoe's order, say) out of a
+    response. marshmallow's own dump does the same ten times slower, which a replay of a few
+    dozen frames would feel. The contract test checks every response against the document.
+    """
+
+    def dump(self, obj: Any, *, many: bool | None = None) -> Any:
+        project = _projector(type(self))
+        if self.many if many is None else many:
+            return [project(item) for item in obj]
+        return project(obj)
+
+
+@cache
+def _projector(schema: type[Schema]) -> Project:
+    declared = schema._declared_fields
+    plan = [(name, field.data_key or name, _field_projector(field))
+            for name, field in declared.items() if not field.load_only]
+
+    def project(obj: Any) -> Any:
+        if obj is None:
+            return None
+        return {key: (convert(obj[name]) if convert is not None else obj[name])
+                for name, key, convert in plan if name in obj}
+
+    return project
+
+
+def _field_projector(field: fields.Field[Any]) -> Project | None:
+    if isinstance(field, fields.Nested):
+        nested = field.nested
+        cls = type(nested) if isinstance(nested, Schema) else nested
+        if not isinstance(cls, type):
+            raise TypeError(f"{field!r}: nested schemas are given as classes here")
+        inner = _projector(cls)
+        many = field.many or (isinstance(nested, Schema) and nested.many)
+        return (lambda v: None if v is None else [inner(x) for x in v]) if many else inner
+    if isinstance(field, fields.List):
+        item = _field_projector(field.inner)
+        if item is None:
+            return lambda v: None if v is None else list(v)
+        return lambda v: None if v is None else [item(x) for x in v]
+    if isinstance(field, fields.Dict):
+        return lambda v: None if v is None else dict(v)
+    if isinstance(field, fields.UUID):
+        return lambda v: None if v is None else str(v)
+    return None
+
+
+
+class LimitsOutSchema(Out):
+    table_min = fields.Integer(required=True)
+    table_max = fields.Integer(required=True)
+    min_chip = fields.Integer(required=True)
+    min_unit = fields.Integer(required=True)
+    boxes = fields.Integer(required=True)
+
+
+class LegalSchema(Out):
+    decision = fields.String(required=True)
+    player = fields.String(required=True, metadata={"description": "Empty for the dealer."})
+    box = fields.Integer(required=True)
+    hand = fields.Integer(required=True)
+
+
+class HandSchema(Out):
+    hand = fields.Integer(required=True)
+    cards = fields.List(fields.String(), required=True)
+    total = fields.Integer(required=True)
+    soft = fields.Boolean(required=True)
+    status = fields.String(required=True)
+    doubled = fields.Boolean(required=True)
+    stood = fields.Boolean(required=True)
+    done = fields.Boolean(required=True)
+    stakes = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
+
+
+class BoxSchema(Out):
+    box = fields.Integer(required=True)
+    owner = fields.String(required=True)
+    bettors = fields.List(fields.String(), required=True)
+    stakes = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
+    hands = fields.List(fields.Nested(HandSchema), required=True)
+
+
+class DealerSchema(Out):
+    cards = fields.List(fields.String(), required=True, metadata={
+        "description": "\"hidden\" stands for a face-down card not yet revealed (R-G2)."})
+    total = fields.Integer(required=True)
+
+
+class TurnSchema(Out):
+    box = fields.Integer(required=True)
+    hand = fields.Integer(required=True)
+
+
+class PendingSchema(Out):
+    kind = fields.String(required=True)
+    box = fields.Integer(required=True)
+    hand = fields.Integer(required=True)
+    bettors = fields.List(fields.String(), required=True)
+
+
+class RoundStateSchema(Out):
+    """A round as a table terminal may see it: never the shoe, no hidden card's face."""
+
+    round_id = fields.UUID(required=True)
+    table_id = fields.UUID(required=True)
+    round_no = fields.Integer(required=True)
+    shoe_id = fields.UUID(required=True)
+    rules_hash = fields.String(required=True)
+    version = fields.Integer(required=True)
+    phase = fields.String(required=True)
+    legal = fields.List(fields.Nested(LegalSchema), required=True,
+                        metadata={"description": "The decisions somebody may make now."})
+    boxes = fields.List(fields.Nested(BoxSchema), required=True)
+    dealer = fields.Nested(DealerSchema, required=True)
+    turn = fields.Nested(TurnSchema, required=True, allow_none=True)
+    pending = fields.Nested(PendingSchema, required=True, allow_none=True)
+    window_open = fields.Boolean(required=True)
+    insurance = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
+    staked = fields.Integer(required=True)
+    results = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
+    house_result = fields.Integer(required=True)
+    void_reason = fields.String(required=True, allow_none=True)
+
+
+class CommandResultSchema(Out):
+    round_id = fields.UUID(required=True)
+    version = fields.Integer(required=True)
+    phase = fields.String(required=True)
+    facts = fields.Integer(required=True, metadata={"description": "Facts this request recorded."})
+
+
+class DecisionResponseSchema(Out):
+    result = fields.Nested(CommandResultSchema, required=True, metadata={
+        "description": "What the request recorded (a retry returns the first result)."})
+    round = fields.Nested(RoundStateSchema, required=True, metadata={
+        "description": "The round now, with the legal decisions."})
+
+
+class TableSchema(Out):
+    id = fields.UUID(required=True)
+    name = fields.String(required=True)
+    currency = fields.String(required=True)
+    open = fields.Boolean(required=True)
+    rules = fields.Nested(RuleSetSchema, required=True)
+    rules_hash = fields.String(required=True)
+    limits = fields.Nested(LimitsOutSchema, required=True)
+    shoe_id = fields.UUID(required=True, allow_none=True)
+    rounds = fields.Integer(required=True)
+    current_round_id = fields.UUID(required=True, allow_none=True)
+    version = fields.Integer(required=True)
+
+
+class RoundIdsSchema(Out):
+    items = fields.List(fields.UUID(), required=True, metadata={"description": "Newest first."})
+    next_before = fields.Integer(required=True, allow_none=True, metadata={
+        "description": "Pass as before= for the next page; null on the last page."})
+
+
+class AccountSchema(Out):
+    owner = fields.String(required=True)
+    kind = fields.String(required=True)
+    currency = fields.String(required=True)
+    available = fields.Integer(required=True)
+    held = fields.Integer(required=True)
+    total = fields.Integer(required=True)
+    version = fields.Integer(required=True)
+
+
+class EventSchema(Out):
+    version = fields.Integer(required=True)
+    type = fields.String(required=True)
+    timestamp = fields.String(required=True, metadata={"format": "date-time"})
+    actor = fields.String(required=True, allow_none=True)
+    request_id = fields.String(required=True, allow_none=True)
+    data = fields.Dict(keys=fields.String(), required=True)
+
+
+class EntriesPageSchema(Out):
+    items = fields.List(fields.Nested(EventSchema), required=True)
+    next_after = fields.Integer(required=True, allow_none=True, metadata={
+        "description": "Pass as after= for the next page; null when this page is not full."})
+
+
+class FrameSchema(Out):
+    event = fields.Nested(EventSchema, required=True)
+    state = fields.Nested(RoundStateSchema, required=True)
+
+
+class FindingsSchema(Out):
+    ok = fields.Boolean(required=True)
+    findings = fields.List(fields.String(), required=True)
+
+
+class ShoeSchema(Out):
+    """A shoe's commitment and position; its order and salt only once it is retired (R-H2)."""
+
+    shoe_id = fields.UUID(required=True)
+    table_id = fields.UUID(required=True)
+    shoe_no = fields.Integer(required=True)
+    size = fields.Integer(required=True)
+    cut = fields.Integer(required=True)
+    position = fields.Integer(required=True)
+    commitment = fields.String(required=True)
+    retired = fields.Boolean(required=True)
+    order = fields.List(fields.String(), metadata={"description": "Only once retired."})
+    salt = fields.String(metadata={"description": "Only once retired."})
+    verified = fields.Boolean(metadata={"description": "Only once retired."})
+
+
+class ChainReportSchema(Out):
+    rows = fields.Integer(required=True)
+    head = fields.String(required=True)
+    head_notification_id = fields.Integer(required=True)
+    intact = fields.Boolean(required=True)
+    findings = fields.List(fields.String(), required=True)
+
+
+class ChainHeadSchema(Out):
+    notification_id = fields.Integer(required=True)
+    head = fields.String(required=True)
+
+
+class WhoAmISchema(Out):
+    name = fields.String(required=True)
+    role = fields.String(required=True)

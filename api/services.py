@@ -1,0 +1,130 @@
+"""What the views use: the GameLedger and the read models, built on first use.
+
+Building them connects to PostgreSQL, so ``create_app`` only describes them: the app starts
+(and ``/healthz`` answers) even while the database is down, and each gunicorn worker builds its
+own after the fork. A worker serves one request at a time (sync workers), so one ledger per
+process is enough.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from flask import current_app
+
+from ledger.aggregates.round import Round
+from ledger.application import GameLedger
+from ledger.errors import NotFound
+
+ShoeKey = bytes | Callable[[], bytes]
+
+
+def read_models_available() -> bool:
+    """Whether this installation has the projections' query side."""
+    return importlib.util.find_spec("projections.queries") is not None
+
+
+class Services:
+    """The ledger and the read models of one app, built once, on first use."""
+
+    def __init__(self, env: dict[str, str], shoe_key: ShoeKey, *,
+                 randbelow: Callable[[int], int] | None = None,
+                 clock: Callable[[], datetime] | None = None,
+                 create_tables: bool = True, ledger: GameLedger | None = None) -> None:
+        self.env = dict(env)
+        self._shoe_key = shoe_key
+        self._randbelow = randbelow
+        self._clock = clock
+        self._create_tables = create_tables
+        self._ledger: GameLedger | None = ledger
+        self._read_models: Any = None
+        self._lock = threading.Lock()
+
+    def shoe_key(self) -> bytes:
+        key = self._shoe_key
+        return key() if callable(key) else key
+
+    def ledger(self) -> GameLedger:
+        if self._ledger is None:
+            with self._lock:
+                if self._ledger is None:
+                    self._ledger = self._build_ledger()
+        return self._ledger
+
+    def _build_ledger(self) -> GameLedger:
+        env = dict(self.env)
+        if not self._create_tables:
+            # The tables exist (gunicorn's master made them): workers must not run the
+            # schema statements again, concurrently, while others already serve requests.
+            env["CREATE_TABLE"] = "n"
+        kwargs: dict[str, Any] = {}
+        if self._randbelow is not None:
+            kwargs["randbelow"] = self._randbelow
+        if self._clock is not None:
+            kwargs["clock"] = self._clock
+        return GameLedger(env=env, shoe_key=self.shoe_key(), **kwargs)
+
+    def read_models(self) -> Any:
+        if self._read_models is None:
+            with self._lock:
+                if self._read_models is None:
+                    queries = importlib.import_module("projections.queries")
+                    env = dict(self.env)
+                    if not self._create_tables:
+                        env["CREATE_TABLE"] = "n"
+                    self._read_models = queries.ReadModels(env)
+        return self._read_models
+
+    def close(self) -> None:
+        with self._lock:
+            if self._ledger is not None:
+                self._ledger.close()
+                self._ledger = None
+            if self._read_models is not None:
+                self._read_models.close()
+                self._read_models = None
+
+
+def services() -> Services:
+    found: Services = current_app.extensions["pitboss"]
+    return found
+
+
+def ledger() -> GameLedger:
+    return services().ledger()
+
+
+def round_ledger(round_id: UUID) -> GameLedger:
+    """The ledger, once ``round_id`` is known to name a round.
+
+    ``round_state``, ``round_events`` and ``replay`` take any aggregate's id: a table's or a
+    shoe's would answer with its events, or fail on it as a 500. One look at the first event
+    (one small query) keeps those routes to rounds.
+    """
+    led = ledger()
+    first = next(iter(led.events.get(round_id, limit=1)), None)
+    if not isinstance(first, Round.Created):
+        raise NotFound(f"There is no round {round_id}.", "R-V1")
+    return led
+
+
+def prepare_store(env: dict[str, str]) -> int:
+    """Create the ledger's and the read models' tables (once, before any worker serves).
+
+    Returns the ledger's last notification id (0 for an empty store).
+    """
+    ledger = GameLedger(env=dict(env))
+    try:
+        head = ledger.recorder.max_notification_id() or 0
+    finally:
+        ledger.close()
+    if read_models_available():
+        queries = importlib.import_module("projections.queries")
+        queries.ReadModels(dict(env)).close()
+    return head

@@ -1,0 +1,144 @@
+"""Rounds played through the HTTP API by basic-strategy players (``pitboss simulate``).
+
+Each table is a terminal of its own: it opens the table, has the cashier open and fund its
+players' accounts, then plays rounds: stakes, the deal, every decision from the round's
+``legal`` list (the owner's play by basic strategy, never insurance or even money), the
+dealer's play and the settlement.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from api.client import ApiError, Client
+from ledger.cards import Card
+from ledger.plays import Play
+from ledger.strategy import basic_strategy
+
+PLAYERS_PER_TABLE: Final = 3
+BUY_IN: Final = 1_000_000
+STAKES: Final = (10, 20, 25, 50, 100)
+DECISIONS_PER_ROUND_MAX: Final = 200
+# Where each decision of the round's legal list is sent.
+PATHS: Final = {"hit": "hit", "stand": "stand", "double": "double", "split": "split",
+                "surrender": "surrender", "close_betting": "deal", "play_dealer": "dealer",
+                "settle": "settle", "decline": "decline"}
+
+
+class SimulationError(Exception):
+    """A round could not be played to its end."""
+
+
+@dataclass
+class Keys:
+    """The clients of the roles a simulation needs."""
+
+    dealer: Client
+    cashier: Client
+
+    @classmethod
+    def discover(cls, url: str, keys: list[str]) -> Keys:
+        """Sort keys by role (``GET /whoami``); a dealer's and a cashier's are needed."""
+        by_role: dict[str, Client] = {}
+        for key in keys:
+            client = Client(url, key)
+            by_role.setdefault(client.get("/whoami")["role"], client)
+        missing = [r for r in ("dealer", "cashier") if r not in by_role]
+        if missing:
+            raise SimulationError(f"simulate needs a {' and a '.join(missing)} key (--key)")
+        return cls(dealer=by_role["dealer"], cashier=by_role["cashier"])
+
+
+@dataclass
+class TablePlay:
+    """One table's terminal: its players and its rounds."""
+
+    dealer: Client
+    cashier: Client
+    preset: str
+    name: str = field(default_factory=lambda: f"sim-{secrets.token_hex(4)}")
+    seed: int | None = None
+    on_decision: Callable[[str, float], None] | None = None
+    table_id: str = ""
+    players: list[str] = field(default_factory=list)
+    rounds: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._random = random.Random(self.seed)
+
+    def open(self) -> None:
+        table = self.dealer.post("/tables", {"name": self.name, "preset": self.preset,
+                                             "limits": {"table_max": 10_000}})
+        self.table_id = table["id"]
+        for n in range(1, PLAYERS_PER_TABLE + 1):
+            player = f"{self.name}-P{n}"
+            self.cashier.post("/accounts", {"player": player})
+            self.cashier.post(f"/accounts/{player}/buy-in", {"amount": BUY_IN})
+            self.players.append(player)
+
+    def play_round(self) -> dict[str, Any]:
+        """Play one round to its settlement; the settled round."""
+        state = self.dealer.post(f"/tables/{self.table_id}/rounds")
+        round_id = state["round_id"]
+        self.rounds.append(round_id)
+        for box, player in enumerate(self.players, 1):
+            amount = self._random.choice(STAKES)
+            state = self._decide(round_id, "stakes", {"bettor": player, "box": box,
+                                                      "amount": amount})
+        for _ in range(DECISIONS_PER_ROUND_MAX):
+            if state["phase"] in ("settled", "voided"):
+                settled: dict[str, Any] = state
+                return settled
+            decision, body = next_decision(state)
+            state = self._decide(round_id, PATHS[decision], body)
+        raise SimulationError(f"round {round_id} did not end within "
+                              f"{DECISIONS_PER_ROUND_MAX} decisions")
+
+    def _decide(self, round_id: str, path: str, body: Mapping[str, Any] | None) -> Any:
+        clock = time.perf_counter()
+        try:
+            answer = self.dealer.post(f"/rounds/{round_id}/{path}", body)
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            # Lost a race: look at the round again and decide again.
+            return self.dealer.get(f"/rounds/{round_id}")
+        if self.on_decision is not None:
+            self.on_decision(path, time.perf_counter() - clock)
+        return answer["round"]
+
+
+def next_decision(state: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """The next decision of a round, from its legal list: the owner by basic strategy."""
+    legal = state["legal"]
+    names = {d["decision"] for d in legal}
+    if state["phase"] == "betting":
+        return "close_betting", None
+    if "settle" in names:
+        return "settle", None
+    pending = [d for d in legal if d["decision"] == "decline"]
+    if pending:
+        d = pending[0]
+        return "decline", {"bettor": d["player"], "box": d["box"], "hand": d["hand"]}
+    turn = state["turn"]
+    if turn is not None:
+        box, hand = turn["box"], turn["hand"]
+        owner = next(b for b in state["boxes"] if b["box"] == box)
+        cards = next(h for h in owner["hands"] if h["hand"] == hand)["cards"]
+        plays = [Play(d["decision"]) for d in legal
+                 if d["box"] == box and d["decision"] in Play.__members__.values()
+                 and (d["hand"] == hand or d["decision"] == Play.SURRENDER)]
+        upcard = next(c for c in state["dealer"]["cards"] if c != "hidden")
+        play = basic_strategy([Card(c) for c in cards], Card(upcard), plays)
+        body: dict[str, Any] = {"player": owner["owner"], "box": box}
+        if play is not Play.SURRENDER:
+            body["hand"] = hand
+        return play.value, body
+    if "play_dealer" in names:
+        return "play_dealer", None
+    raise SimulationError(f"no decision to make in phase {state['phase']}: {sorted(names)}")

@@ -1,0 +1,203 @@
+"""Tables and play (role ``dealer``): open and close tables, run rounds decision by decision.
+
+Every decision answers with what it recorded and the round as the terminal may see it: the
+dealer's face-down card stays ``hidden`` until revealed (R-G2), the shoe never shows, and
+``round.legal`` lists the decisions somebody may make now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from marshmallow import Schema
+
+from api.auth import AUDITOR, DEALER, MANAGER
+from api.schemas import (
+    AnswerSchema,
+    BoxBettorSchema,
+    DecisionResponseSchema,
+    HandDecisionSchema,
+    InsuranceSchema,
+    OpenTableSchema,
+    ReasonSchema,
+    RoundIdsSchema,
+    RoundStateSchema,
+    StakeSchema,
+    SurrenderSchema,
+    TableRoundsQuerySchema,
+    TableSchema,
+)
+from api.services import ledger, round_ledger
+from api.views import Blueprint, actor, guard
+from ledger.application import GameLedger
+from ledger.rules import RATIO_FIELDS, RuleSet, TableLimits, preset
+
+blp = Blueprint("tables", __name__, description="Tables and play (dealer).")
+rounds = Blueprint("rounds", __name__, description="Rounds, decision by decision (dealer).")
+
+VIEWERS = (DEALER, MANAGER, AUDITOR)
+
+
+def rules_from(body: dict[str, Any], limits: dict[str, int] | None = None,
+               ) -> tuple[RuleSet, TableLimits]:
+    """A preset with its overrides, and limits over ``limits`` (the ledger validates both)."""
+    overrides = {k: tuple(v) if k in RATIO_FIELDS else v
+                 for k, v in (body.get("overrides") or {}).items()}
+    rules = preset(body["preset"]).evolve(**overrides)
+    base = limits if limits is not None else TableLimits().to_dict()
+    return rules, TableLimits.from_dict({**base, **(body.get("limits") or {})})
+
+
+# --- tables ----------------------------------------------------------------------------------
+
+
+@blp.route("/tables", methods=["POST"])
+@guard(blp, DEALER, mutating=True)
+@blp.arguments(OpenTableSchema())
+@blp.response(201, TableSchema)
+def open_table(body: dict[str, Any], request_id: str) -> dict[str, Any]:
+    """Open a table under a preset (R-S2), with overrides and limits (R-S1, R-X15)."""
+    rules, limits = rules_from(body)
+    led = ledger()
+    table_id = led.open_table(request_id, actor(), body["name"], rules, limits,
+                              body["currency"])
+    return led.table(table_id)
+
+
+@blp.route("/tables/<uuid:table_id>", methods=["GET"])
+@guard(blp, *VIEWERS)
+@blp.response(200, TableSchema)
+def get_table(table_id: UUID) -> dict[str, Any]:
+    """A table: its rules in force, limits, shoe and current round."""
+    return ledger().table(table_id)
+
+
+@blp.route("/tables/<uuid:table_id>/close", methods=["POST"])
+@guard(blp, DEALER, mutating=True)
+@blp.arguments(ReasonSchema())
+@blp.response(200, TableSchema)
+def close_table(body: dict[str, Any], table_id: UUID, request_id: str) -> dict[str, Any]:
+    """Close a table between rounds; its shoe retires and is revealed (R-H2)."""
+    led = ledger()
+    led.close_table(request_id, actor(), table_id, body["reason"])
+    return led.table(table_id)
+
+
+@blp.route("/tables/<uuid:table_id>/reopen", methods=["POST"])
+@guard(blp, DEALER, mutating=True)
+@blp.response(200, TableSchema)
+def reopen_table(table_id: UUID, request_id: str) -> dict[str, Any]:
+    """Reopen a closed table (a fresh shoe comes with its next round)."""
+    led = ledger()
+    led.reopen_table(request_id, actor(), table_id)
+    return led.table(table_id)
+
+
+@blp.route("/tables/<uuid:table_id>/rounds", methods=["POST"])
+@guard(blp, DEALER, mutating=True)
+@blp.response(201, RoundStateSchema)
+def start_round(table_id: UUID, request_id: str) -> dict[str, Any]:
+    """Start a round under the rules in force; betting opens (R-S1, R-H4)."""
+    led = ledger()
+    round_id = led.start_round(request_id, actor(), table_id)
+    return led.round_state(round_id)
+
+
+@blp.route("/tables/<uuid:table_id>/rounds", methods=["GET"])
+@guard(blp, *VIEWERS)
+@blp.arguments(TableRoundsQuerySchema(), location="query", unknown="raise")
+@blp.response(200, RoundIdsSchema)
+def table_rounds(query: dict[str, Any], table_id: UUID) -> dict[str, Any]:
+    """The table's round ids, newest first, a page at a time."""
+    led = ledger()
+    before = query.get("before")
+    items = led.table_rounds(table_id, before=before, limit=query["limit"])
+    count: int = led.table(table_id)["rounds"]
+    top = count if before is None else min(before - 1, count)
+    lowest = top - len(items) + 1
+    return {"items": items, "next_before": lowest if items and lowest > 1 else None}
+
+
+# --- rounds ----------------------------------------------------------------------------------
+
+
+@rounds.route("/rounds/<uuid:round_id>", methods=["GET"])
+@guard(rounds, *VIEWERS)
+@rounds.response(200, RoundStateSchema)
+def get_round(round_id: UUID) -> dict[str, Any]:
+    """The round now, as a terminal may see it, with the legal decisions."""
+    return round_ledger(round_id).round_state(round_id)
+
+
+Run = Callable[[GameLedger, str, str, UUID, dict[str, Any]], dict[str, Any]]
+
+
+def round_command(bp: Blueprint, name: str, path: str, schema: type[Schema] | None, run: Run,
+                  summary: str, roles: tuple[str, ...] = (DEALER,)) -> None:
+    """Register ``POST /rounds/<round_id>/<path>``: run a use case, answer with the round."""
+
+    def view(*args: Any, round_id: UUID, request_id: str) -> dict[str, Any]:
+        body: dict[str, Any] = args[0] if args else {}
+        led = ledger()
+        result = run(led, request_id, actor(), round_id, body)
+        return {"result": result, "round": led.round_state(round_id)}
+
+    view.__name__ = view.__qualname__ = name
+    view.__doc__ = summary
+    decorated: Any = bp.response(200, DecisionResponseSchema)(view)
+    if schema is not None:
+        # An instance: given a class, webargs would build a new schema for every request.
+        decorated = bp.arguments(schema())(decorated)
+    decorated = guard(bp, *roles, mutating=True)(decorated)
+    bp.route(f"/rounds/<uuid:round_id>{path}", methods=["POST"], endpoint=name)(decorated)
+
+
+_COMMANDS: tuple[tuple[str, str, type[Schema] | None, Run, str], ...] = (
+    ("place_stake", "/stakes", StakeSchema,
+     lambda g, r, a, i, b: g.place_stake(r, a, i, b["bettor"], b["box"], b["amount"]),
+     "Place a stake on a box while betting is open (R-C8, R-M3)."),
+    ("withdraw_stake", "/stakes/withdraw", BoxBettorSchema,
+     lambda g, r, a, i, b: g.withdraw_stake(r, a, i, b["bettor"], b["box"]),
+     "Withdraw a stake while betting is open; its hold is released (R-C8)."),
+    ("deal", "/deal", None,
+     lambda g, r, a, i, b: g.deal(r, a, i),
+     "Close betting and make the initial deal (R-C8, R-G2)."),
+    ("hit", "/hit", HandDecisionSchema,
+     lambda g, r, a, i, b: g.hit(r, a, i, b["player"], b["box"], b["hand"]),
+     "The box owner hits the hand whose turn it is (R-G3, R-G4)."),
+    ("stand", "/stand", HandDecisionSchema,
+     lambda g, r, a, i, b: g.stand(r, a, i, b["player"], b["box"], b["hand"]),
+     "The box owner stands."),
+    ("double", "/double", HandDecisionSchema,
+     lambda g, r, a, i, b: g.double(r, a, i, b["player"], b["box"], b["hand"]),
+     "The box owner doubles: one more stake, exactly one more card (R-C2)."),
+    ("split", "/split", HandDecisionSchema,
+     lambda g, r, a, i, b: g.split(r, a, i, b["player"], b["box"], b["hand"]),
+     "The box owner splits a pair (R-C3)."),
+    ("surrender", "/surrender", SurrenderSchema,
+     lambda g, r, a, i, b: g.surrender(r, a, i, b["player"], b["box"]),
+     "The box owner surrenders the box: half of every stake is lost (R-C1)."),
+    ("match", "/match", AnswerSchema,
+     lambda g, r, a, i, b: g.answer(r, a, i, b["bettor"], b["box"], b["hand"], True),
+     "A co-bettor matches the owner's double or split (R-C4)."),
+    ("decline", "/decline", AnswerSchema,
+     lambda g, r, a, i, b: g.answer(r, a, i, b["bettor"], b["box"], b["hand"], False),
+     "A co-bettor declines the owner's double or split (R-C4)."),
+    ("insure", "/insurance", InsuranceSchema,
+     lambda g, r, a, i, b: g.insure(r, a, i, b["bettor"], b["amount"]),
+     "A player insures against a dealer natural (R-C5)."),
+    ("even_money", "/even-money", BoxBettorSchema,
+     lambda g, r, a, i, b: g.even_money(r, a, i, b["bettor"], b["box"]),
+     "A bettor with a natural against an ace takes even money (R-C6)."),
+    ("play_dealer", "/dealer", None,
+     lambda g, r, a, i, b: g.play_dealer(r, a, i),
+     "The dealer plays out the hand (R-G8, R-W6)."),
+    ("settle", "/settle", None,
+     lambda g, r, a, i, b: g.settle(r, a, i),
+     "Settle every stake against the dealer's result (R-G5..R-G7, R-C5, R-C7)."),
+)
+
+for _name, _path, _schema, _run, _summary in _COMMANDS:
+    round_command(rounds, _name, _path, _schema, _run, _summary)

@@ -1,0 +1,69 @@
+"""What every view shares: the key check, the Idempotency-Key, the documented errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any, TypeVar
+
+import flask
+import flask_smorest
+from webargs.flaskparser import FlaskParser, abort
+
+from api.auth import current_principal, requires
+from api.schemas import IdempotencyHeaderSchema
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Parser(FlaskParser):
+    """webargs' parser, refusing a body nested past Python's recursion limit with a 400.
+
+    (The JSON decoder raises RecursionError there, which webargs would let through as a 500.)
+    """
+
+    def _raw_load_json(self, req: flask.Request) -> Any:
+        try:
+            return super()._raw_load_json(req)
+        except RecursionError:
+            abort(400, messages={"json": ["The JSON body is nested too deeply."]})
+
+
+class Blueprint(flask_smorest.Blueprint):  # type: ignore[misc]  # flask-smorest has no types
+    """Every blueprint of the API: flask-smorest's, with the parser above."""
+
+    ARGUMENTS_PARSER = Parser()
+
+SECURITY: list[dict[str, list[str]]] = [{"bearerAuth": []}]
+_READ_ERRORS = (401, 403, 404, 422)
+_WRITE_ERRORS = (401, 403, 404, 409, 422)
+
+
+def guard(blp: Blueprint, *roles: str, mutating: bool = False) -> Callable[[F], F]:
+    """The view answers only keys of ``roles``; a mutating one also needs an Idempotency-Key.
+
+    The key check runs first (outermost), then the Idempotency-Key (400 when missing), then
+    the view's own arguments. The view receives the key as ``request_id``.
+    """
+
+    def decorator(view: F) -> F:
+        decorated: Any = view
+        if mutating:
+            decorated = blp.arguments(
+                IdempotencyHeaderSchema(), location="headers", as_kwargs=True,
+                error_status_code=400,
+            )(decorated)
+        decorated = requires(*roles)(decorated)
+        decorated = blp.doc(security=SECURITY)(decorated)
+        for status in _WRITE_ERRORS if mutating else _READ_ERRORS:
+            decorated = blp.alt_response(status, response=HTTPStatus(status).name)(decorated)
+        decorated.pitboss_roles = frozenset(roles)
+        decorated.pitboss_mutating = mutating
+        return decorated  # type: ignore[no-any-return]
+
+    return decorator
+
+
+def actor() -> str:
+    """The name of the key holder: the actor of every event this request records."""
+    return current_principal().name

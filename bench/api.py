@@ -1,0 +1,473 @@
+"""API benchmark: player decisions through gunicorn against the same calls on GameLedger.
+
+One run, on a fresh embedded PostgreSQL (or ``DATABASE_URL``, in a temporary schema):
+
+(a) player decisions (hit, stand, double, split, surrender) per second and their latency
+    p50/p99, with 1, 4 and 16 concurrent table terminals, each terminal its own table with
+    three basic-strategy players; through HTTP (``pitboss serve``: gunicorn, sync workers) and
+    directly on a GameLedger in this process (one thread per terminal). A decision over HTTP
+    answers with the round's state, so the direct figure is the same work: the use case and
+    then ``round_state``. Latency is measured by the terminal (client side).
+(b) a settled round's frame-by-frame replay: ``GET /audit/rounds/<id>/replay`` against
+    ``GameLedger.replay`` on the same rounds, p50/p99;
+(c) the HTTP layer alone: a decision request through the app in this process, with a
+    ledger that answers at once (what the layer itself costs, whatever the machine's load).
+
+The HTTP layer should cost at most half again the direct call: the ratio is printed for each
+figure. At 1 terminal the comparison is like for like; at 4 and 16 the HTTP side runs in
+several worker processes and the direct side in threads of one (the GIL), so there it is a
+comparison of deployments, not of layers.
+
+    python -m bench.api                       # about 2 minutes
+    python -m bench.api --seconds 5 --workers 4 --terminals 1 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg import sql
+
+from api.auth import hash_key, new_key
+from api.client import Client
+from api.database import DatabaseSettings, parse_database_url, start_embedded, stop_embedded
+from api.simulate import PLAYERS_PER_TABLE, STAKES, TablePlay, next_decision
+from ledger.application import GameLedger
+from ledger.rules import CASINO, TableLimits
+from ledger.sealing import ShoeSealer
+
+DECISIONS = ("hit", "stand", "double", "split", "surrender")
+BUY_IN = 100_000_000
+
+
+def progress(message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+# --------------------------------------------------------------------------- the database
+
+
+@dataclass
+class Database:
+    settings: DatabaseSettings
+    schema: str
+    where: str
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = self.settings.eventsourcing_env()
+        if self.schema != "public":
+            env["POSTGRES_SCHEMA"] = self.schema
+        return {**env, **extra}
+
+
+@contextlib.contextmanager
+def database() -> Iterator[Database]:
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if url:
+        settings = parse_database_url(url)
+        schema = f"bench_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        try:
+            yield Database(settings, schema, f"DATABASE_URL {settings.masked()}, schema {schema}")
+        finally:
+            with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        return
+    folder = tempfile.mkdtemp(prefix="pb-api-", dir="/tmp")
+    try:
+        progress(f"starting an embedded PostgreSQL in {folder}")
+        yield Database(start_embedded(folder), "public", f"embedded PostgreSQL in {folder}")
+    finally:
+        try:
+            stop_embedded(folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- the server
+
+
+@dataclass
+class Server:
+    url: str
+    keys: dict[str, str]
+    process: subprocess.Popen[bytes]
+
+
+@contextlib.contextmanager
+def server(db: Database, workers: int, folder: str) -> Iterator[Server]:
+    """``pitboss serve`` (gunicorn) on a free port, with one key per role."""
+    keys = {role: new_key() for role in ("dealer", "cashier", "auditor")}
+    keys_file = os.path.join(folder, "keys.jsonl")
+    with open(keys_file, "w") as out:
+        for role, key in keys.items():
+            out.write(json.dumps({"name": f"bench-{role}", "role": role,
+                                  "key_hash": hash_key(key)}) + "\n")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "DATABASE_URL": db.settings.url(), "PORT": str(port),
+           "WEB_CONCURRENCY": str(workers), "PITBOSS_KEYS_FILE": keys_file,
+           "PITBOSS_SHOE_KEY": ShoeSealer.new_key().hex(), "PITBOSS_LOG_LEVEL": "WARNING",
+           # No access log (a line per request); BENCH_GUNICORN_ARGS adds options to try.
+           "GUNICORN_CMD_ARGS": f"{os.environ.get('BENCH_GUNICORN_ARGS', '')} "
+                                "--access-logfile=/dev/null"}
+    if db.schema != "public":
+        env["POSTGRES_SCHEMA"] = db.schema
+    log = open(os.path.join(folder, "server.log"), "wb")  # noqa: SIM115 (closed below)
+    process = subprocess.Popen([sys.executable, "-m", "api.cli", "serve"], env=env,
+                               stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(url, process, folder)
+        yield Server(url, keys, process)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def _wait_for(url: str, process: subprocess.Popen[bytes], folder: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            with open(os.path.join(folder, "server.log")) as log:
+                raise RuntimeError(f"the server did not start:\n{log.read()[-2000:]}")
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/healthz",
+                                                                  timeout=2) as answer:
+            if answer.status == 200:
+                return
+        time.sleep(0.1)
+    raise RuntimeError("the server did not answer /healthz within 60 s")
+
+
+# --------------------------------------------------------------------------- terminals
+
+
+@dataclass
+class Samples:
+    latencies: list[float] = field(default_factory=list)
+    server_ms: list[float] = field(default_factory=list)  # the app's own time (HTTP only)
+    calls: dict[str, int] = field(default_factory=dict)
+    rounds: int = 0
+    seconds: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, decision: str, seconds: float, server_ms: float | None = None) -> None:
+        if decision in DECISIONS:
+            with self.lock:
+                self.latencies.append(seconds)
+                if server_ms is not None:
+                    self.server_ms.append(server_ms)
+                self.calls[decision] = self.calls.get(decision, 0) + 1
+
+    def clear(self) -> None:
+        self.latencies.clear()
+        self.server_ms.clear()
+        self.calls.clear()
+        self.rounds = 0
+        self.seconds = 0.0
+
+
+class HttpTerminal:
+    """A table played over HTTP (the same code as ``pitboss simulate``)."""
+
+    def __init__(self, srv: Server, tag: str, samples: Samples) -> None:
+        self.samples = samples
+        dealer = Client(srv.url, srv.keys["dealer"])
+        self.table = TablePlay(dealer, Client(srv.url, srv.keys["cashier"]), "casino",
+                               name=f"http-{tag}", seed=hash(tag) & 0xFFFF,
+                               on_decision=self._record)
+        self._dealer = dealer
+        self.table.open()
+
+    def _record(self, decision: str, seconds: float) -> None:
+        self.samples.add(decision, seconds, self._dealer.last_server_ms)
+
+    def play_round(self) -> None:
+        self.table.play_round()
+
+    def rounds(self) -> list[str]:
+        return self.table.rounds
+
+    def close(self) -> None:
+        self.table.dealer.close()
+        self.table.cashier.close()
+
+
+class DirectTerminal:
+    """The same table and players, calling GameLedger: each use case, then round_state."""
+
+    def __init__(self, ledger: GameLedger, tag: str, samples: Samples) -> None:
+        self.ledger = ledger
+        self.samples = samples
+        self._ids = itertools.count(1)
+        self.tag = tag
+        self.players = [f"direct-{tag}-P{n}" for n in range(1, PLAYERS_PER_TABLE + 1)]
+        self.table = ledger.open_table(self.rid(), "bench", f"direct-{tag}", CASINO,
+                                       TableLimits(table_max=10_000))
+        for player in self.players:
+            ledger.open_account(self.rid(), "bench", player)
+            ledger.buy_in(self.rid(), "bench", player, BUY_IN)
+        self.played: list[str] = []
+        self._stake = itertools.cycle(STAKES)
+
+    def rid(self) -> str:
+        return f"{self.tag}-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+
+    def play_round(self) -> None:
+        led = self.ledger
+        round_id = led.start_round(self.rid(), "bench", self.table)
+        self.played.append(str(round_id))
+        for box, player in enumerate(self.players, 1):
+            led.place_stake(self.rid(), "bench", round_id, player, box, next(self._stake))
+        state = led.round_state(round_id)
+        while state["phase"] not in ("settled", "voided"):
+            decision, body = next_decision(state)
+            started = time.perf_counter()
+            self._call(round_id, decision, body or {})
+            state = led.round_state(round_id)
+            self.samples.add(decision, time.perf_counter() - started)
+
+    def _call(self, round_id: UUID, decision: str, body: dict[str, Any]) -> None:
+        led, rid = self.ledger, self.rid()
+        if decision in ("hit", "stand", "double", "split"):
+            getattr(led, decision)(rid, "bench", round_id, body["player"], body["box"],
+                                   body["hand"])
+        elif decision == "surrender":
+            led.surrender(rid, "bench", round_id, body["player"], body["box"])
+        elif decision == "close_betting":
+            led.deal(rid, "bench", round_id)
+        elif decision == "play_dealer":
+            led.play_dealer(rid, "bench", round_id)
+        elif decision == "settle":
+            led.settle(rid, "bench", round_id)
+        else:
+            raise RuntimeError(f"the bench does not play {decision}")
+
+    def rounds(self) -> list[str]:
+        return self.played
+
+    def close(self) -> None:
+        pass
+
+
+Terminal = HttpTerminal | DirectTerminal
+
+
+def play_for(terminals: list[Terminal], samples: Samples, seconds: float) -> None:
+    """Every terminal plays rounds in a thread of its own for ``seconds``."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def play(terminal: Terminal) -> None:
+        try:
+            while not stop.is_set():
+                terminal.play_round()
+                with samples.lock:
+                    samples.rounds += 1
+        except BaseException as exc:
+            errors.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=play, args=(t,)) for t in terminals]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    stop.wait(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    samples.seconds += time.perf_counter() - started
+    if errors:
+        raise errors[0]
+
+
+def run_level(sides: dict[str, list[Terminal]], samples: dict[str, Samples], seconds: float,
+              slices: int) -> None:
+    """The sides take turns, ``slices`` times, so a drift of the machine hits both alike."""
+    for side, terminals in sides.items():  # warm up: a round each, not sampled
+        play_for(terminals, samples[side], 0)
+        samples[side].clear()
+    for _ in range(slices):
+        for side, terminals in sides.items():
+            play_for(terminals, samples[side], seconds / slices)
+
+
+def figures(samples: Samples) -> dict[str, float]:
+    lat = samples.latencies
+    server = samples.server_ms
+    return {"n": len(lat), "rate": len(lat) / samples.seconds, "p50": quantile(lat, 0.5) * 1e3,
+            "p99": quantile(lat, 0.99) * 1e3, "mean": sum(lat) / len(lat) * 1e3,
+            "rounds": samples.rounds,
+            "server": sum(server) / len(server) if server else float("nan")}
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0,
+                        help="timed seconds per concurrency level and side")
+    parser.add_argument("--terminals", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2,
+                        help="gunicorn worker processes [default: one per CPU]")
+    parser.add_argument("--replays", type=int, default=200, help="rounds replayed for (b)")
+    parser.add_argument("--slices", type=int, default=5,
+                        help="turns the two sides take within each level")
+    args = parser.parse_args()
+    with database() as db, tempfile.TemporaryDirectory(prefix="pb-api-") as folder:
+        report(db, args, folder)
+
+
+def report(db: Database, args: argparse.Namespace, folder: str) -> None:
+    out = print
+    out(f"database: {db.where}")
+    out(f"machine: {os.cpu_count()} CPUs; load average at start "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    out(f"server: pitboss serve, gunicorn with {args.workers} sync workers (one request per "
+        "worker at a time, no keep-alive)")
+    top = max(args.terminals)
+    ledger = GameLedger(env=db.env(POSTGRES_POOL_SIZE=str(top + 2)),
+                        shoe_key=ShoeSealer.new_key())
+    rows = []
+    try:
+        with server(db, args.workers, folder) as srv:
+            out(f"(a) player decisions, {args.seconds:.0f} s per level and side, "
+                "3 basic-strategy players per table")
+            out(f"    {'terminals':>9}  {'side':<6} {'decisions/s':>11} {'p50 ms':>8} "
+                f"{'p99 ms':>8} {'mean ms':>8} {'rounds':>7}   http/direct (time per decision)")
+            http_rounds: list[str] = []
+            for n in args.terminals:
+                progress(f"(a) {n} terminal(s), over HTTP and directly, in turns")
+                samples = {"http": Samples(), "direct": Samples()}
+                sides: dict[str, list[Terminal]] = {
+                    "http": [HttpTerminal(srv, f"h{n}-{i}", samples["http"]) for i in range(n)],
+                    "direct": [DirectTerminal(ledger, f"d{n}-{i}", samples["direct"])
+                               for i in range(n)]}
+                run_level(sides, samples, args.seconds, args.slices)
+                h, d = figures(samples["http"]), figures(samples["direct"])
+                for side, f in (("http", h), ("direct", d)):
+                    ratio = ""
+                    if side == "http":
+                        ratio = (f"   p50 {h['p50'] / d['p50']:.2f}x, mean "
+                                 f"{h['mean'] / d['mean']:.2f}x, throughput "
+                                 f"{d['rate'] / h['rate']:.2f}x")
+                    out(f"    {n:>9}  {side:<6} {f['rate']:>11,.0f} {f['p50']:>8.2f} "
+                        f"{f['p99']:>8.2f} {f['mean']:>8.2f} {f['rounds']:>7,}{ratio}")
+                out(f"    {'':>9}  of an HTTP decision's mean {h['mean']:.2f} ms, "
+                    f"{h['server']:.2f} ms inside the app (Server-Timing), "
+                    f"{h['mean'] - h['server']:.2f} ms in transport, gunicorn and the client")
+                rows.append((n, h, d))
+                http_rounds += [r for t in sides["http"] for r in t.rounds()]
+                for t in sides["http"]:
+                    t.close()
+            sample = http_rounds[-args.replays:]
+            progress(f"(b) replaying {len(sample)} rounds")
+            replay(srv, ledger, sample, out)
+            layer_alone(ledger, out)
+    finally:
+        ledger.close()
+    one = next((r for r in rows if r[0] == 1), None)
+    if one is not None:
+        n, h, d = one
+        verdict = "within" if h["mean"] <= 1.5 * d["mean"] else "OVER"
+        out(f"verdict: at 1 terminal an HTTP decision takes {h['mean'] / d['mean']:.2f}x the "
+            f"direct call (mean), {verdict} the 1.5x budget")
+    out(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def layer_alone(ledger: GameLedger, out: Callable[..., None], n: int = 2000) -> None:
+    """(c) The HTTP layer's own cost, in this process: a decision request through the app
+    (Flask's test client: no socket, no gunicorn) with a ledger that answers at once."""
+    from api.app import create_app
+    from api.auth import ApiKey
+
+    desk = DirectTerminal(ledger, "layer", Samples())
+    round_id = ledger.start_round(desk.rid(), "bench", desk.table)
+    for box, player in enumerate(desk.players, 1):
+        ledger.place_stake(desk.rid(), "bench", round_id, player, box, 100)
+    result = ledger.deal(desk.rid(), "bench", round_id)
+    state = ledger.round_state(round_id)
+
+    class Instant:
+        def hit(self, *_: Any) -> dict[str, Any]:
+            return result
+
+        def round_state(self, *_: Any) -> dict[str, Any]:
+            return state
+
+    key = new_key()
+    app = create_app({"DATABASE": parse_database_url("postgresql://nobody@127.0.0.1:1/none"),
+                      "API_KEYS": [ApiKey(name="bench", role="dealer", key_hash=hash_key(key))],
+                      "SHOE_KEY": b"k" * 32, "LEDGER": Instant()})
+    client = app.test_client()
+    body = {"player": desk.players[0], "box": 1, "hand": 0}
+    timings = []
+    for i in range(n):
+        headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": f"layer-{i}"}
+        t0 = time.perf_counter()
+        answer = client.post(f"/rounds/{round_id}/hit", json=body, headers=headers)
+        answer.get_json()
+        timings.append(time.perf_counter() - t0)
+        if answer.status_code != 200:
+            raise RuntimeError(answer.get_data(as_text=True))
+    timings = timings[n // 10:]
+    out(f"(c) the HTTP layer alone, in process (test client, a ledger that answers at once): "
+        f"p50 {quantile(timings, 0.5) * 1e3:.2f} ms, mean {sum(timings) / len(timings) * 1e3:.2f}"
+        f" ms per decision request ({n} requests: key check, Idempotency-Key, body schema, "
+        "response schema, JSON both ways)")
+
+
+def replay(srv: Server, ledger: GameLedger, rounds: list[str], out: Callable[..., None]) -> None:
+    client = Client(srv.url, srv.keys["auditor"])
+    http_lat, direct_lat, frames = [], [], 0
+    try:
+        for round_id in rounds:  # taken in turn, so drift hits both sides alike
+            t0 = time.perf_counter()
+            got = client.get(f"/audit/rounds/{round_id}/replay")
+            http_lat.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            ledger.replay(UUID(round_id))
+            direct_lat.append(time.perf_counter() - t0)
+            frames += len(got)
+    finally:
+        client.close()
+    h50, h99 = quantile(http_lat, 0.5) * 1e3, quantile(http_lat, 0.99) * 1e3
+    d50, d99 = quantile(direct_lat, 0.5) * 1e3, quantile(direct_lat, 0.99) * 1e3
+    out(f"(b) replay of {len(rounds)} settled rounds ({frames / len(rounds):.1f} frames each)")
+    out(f"    http   p50 {h50:6.2f} ms  p99 {h99:6.2f} ms   http/direct p50 {h50 / d50:.2f}x")
+    out(f"    direct p50 {d50:6.2f} ms  p99 {d99:6.2f} ms   (GameLedger.replay, no JSON)")
+
+
+if __name__ == "__main__":
+    main()

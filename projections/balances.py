@@ -1,0 +1,142 @@
+"""Balances: every chip account (players, and each table's house) as the ledger last left it.
+
+One row per account: ``available`` and ``held`` chips (``total`` is their sum), what was bought
+in and cashed out, the aggregate version and the notification id of the last event applied.
+A house account's row also names its table, so the house's result per table is one join.
+
+The figures follow the account events exactly as :class:`ledger.aggregates.account.Account`
+applies them, and the same invariants are checked again here (R-M3): a player never below
+zero, nothing held below zero, a house never holding chips. The table's CHECK constraints say
+the same to anyone else who writes to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+from uuid import UUID
+
+from psycopg.sql import SQL, Composed, Identifier
+
+from ledger.aggregates import ids
+from ledger.aggregates.account import HOUSE, PLAYER, Account
+from ledger.aggregates.table import Table
+from ledger.errors import InvariantBroken
+from projections.base import BatchProjection, Curs, Item, View, known_topics, next_version
+
+ACCOUNT_STREAM = "pitboss:Account."
+TABLE_CREATED = Table.Created.TOPIC
+_STREAMS = (ACCOUNT_STREAM, TABLE_CREATED)
+_TOPICS = tuple(t for t in known_topics(Account, Table) if t.startswith(_STREAMS))
+
+
+class BalancesView(View):
+    base = "balances"
+    parts = ("accounts", "tables")
+
+    def create_statements(self) -> list[Composed]:
+        accounts, tables = self.qualified("accounts"), self.qualified("tables")
+        return [
+            SQL("CREATE TABLE IF NOT EXISTS {} ("
+                "account_id uuid PRIMARY KEY, owner text NOT NULL, kind text NOT NULL, "
+                "currency text NOT NULL, available bigint NOT NULL, held bigint NOT NULL, "
+                "bought_in bigint NOT NULL, cashed_out bigint NOT NULL, "
+                "version bigint NOT NULL, last_notification_id bigint NOT NULL, "
+                "CONSTRAINT known_kind CHECK (kind IN ('player', 'house')), "
+                "CONSTRAINT held_not_negative CHECK (held >= 0), "
+                "CONSTRAINT player_not_overdrawn CHECK (kind <> 'player' OR available >= 0), "
+                "CONSTRAINT house_holds_nothing CHECK (kind <> 'house' OR held = 0))"
+                ).format(accounts),
+            # Pages of balances in owner order, and one player's row, come from this index.
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (owner, account_id)").format(
+                Identifier(self.name_of("accounts") + "_owner"), accounts),
+            SQL("CREATE TABLE IF NOT EXISTS {} ("
+                "table_id uuid PRIMARY KEY, name text NOT NULL, currency text NOT NULL, "
+                "house_account_id uuid NOT NULL UNIQUE)").format(tables),
+        ]
+
+
+_COLUMNS = ("account_id", "owner", "kind", "currency", "available", "held", "bought_in",
+            "cashed_out", "version", "last_notification_id")
+_CHANGING = ("available", "held", "bought_in", "cashed_out", "version", "last_notification_id")
+
+
+class BalancesProjection(BatchProjection[BalancesView]):
+    name = "balances"
+    view_class: ClassVar[type[View]] = BalancesView
+    streams = _STREAMS
+    decoded = _STREAMS
+    topics = _TOPICS
+
+    def __init__(self, view: BalancesView) -> None:
+        super().__init__(view)
+        accounts = view.qualified("accounts")
+        self._select = SQL("SELECT {} FROM {} WHERE account_id = ANY(%s)").format(
+            SQL(", ").join(map(Identifier, _COLUMNS)), accounts)
+        self._upsert = SQL(
+            "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT (account_id) DO UPDATE SET {}").format(
+            accounts, SQL(", ").join(map(Identifier, _COLUMNS)),
+            SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in _COLUMNS),
+            SQL(", ").join(SQL("{0} = EXCLUDED.{0}").format(Identifier(c)) for c in _CHANGING))
+        self._upsert_table = SQL(
+            "INSERT INTO {} (table_id, name, currency, house_account_id) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (table_id) DO NOTHING").format(
+            view.qualified("tables"))
+
+    def apply(self, curs: Curs, items: Sequence[Item]) -> None:
+        wanted = list({i.originator_id for i in items if i.topic.startswith(ACCOUNT_STREAM)})
+        rows: dict[UUID, dict[str, Any]] = {}
+        if wanted:
+            curs.execute(self._select, (wanted,))
+            rows = {row["account_id"]: row for row in curs.fetchall()}
+        touched: dict[UUID, dict[str, Any]] = {}
+        tables: list[tuple[UUID, str, str, UUID]] = []
+        for item in items:
+            event = item.event
+            if isinstance(event, Table.Created):
+                tables.append((event.originator_id, event.name, event.currency,
+                               ids.house_id(event.originator_id)))
+                continue
+            row = _applied(rows.get(item.originator_id), item)
+            rows[item.originator_id] = touched[item.originator_id] = row
+        if touched:
+            curs.executemany(self._upsert, list(touched.values()))
+        if tables:
+            curs.executemany(self._upsert_table, tables)
+
+
+def _applied(row: dict[str, Any] | None, item: Item) -> dict[str, Any]:
+    """The account row after one of its events, as ``Account`` applies it (R-M3)."""
+    event = item.event
+    account_id = item.originator_id
+    if isinstance(event, Account.Created):
+        if row is not None:
+            raise InvariantBroken(f"account {account_id} was opened twice")
+        next_version("account", account_id, 0, item)
+        row = {"account_id": account_id, "owner": event.owner, "kind": event.kind,
+               "currency": event.currency, "available": 0, "held": 0, "bought_in": 0,
+               "cashed_out": 0, "version": 1}
+    elif row is None:
+        raise InvariantBroken(f"account {account_id}: {item.topic} (notification "
+                              f"{item.notification_id}) arrived before the account was opened")
+    else:
+        row["version"] = next_version("account", account_id, row["version"], item)
+        if isinstance(event, Account.BoughtIn):
+            row["available"] += event.amount
+            row["bought_in"] += event.amount
+        elif isinstance(event, Account.CashedOut):
+            row["available"] -= event.amount
+            row["cashed_out"] += event.amount
+        elif isinstance(event, Account.Posted):
+            row["held"] += event.held_delta
+            row["available"] += event.available_delta
+        else:
+            raise InvariantBroken(f"balances cannot apply {item.topic}: the projection must "
+                                  "learn this event before it can go on")
+    row["last_notification_id"] = item.notification_id
+    if row["held"] < 0 or (row["kind"] == PLAYER and row["available"] < 0) \
+            or (row["kind"] == HOUSE and row["held"]):
+        raise InvariantBroken(f"account {row['owner']} ({account_id}) would have available "
+                              f"{row['available']} and held {row['held']} after notification "
+                              f"{item.notification_id} (R-M3)")
+    return row

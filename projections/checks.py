@@ -1,0 +1,118 @@
+"""Checking the balances projection against the ledger's account aggregates.
+
+Each projected row is compared with its aggregate *at the version the row has applied*
+(``repository.get(id, version=...)``), so the check is exact even while the ledger is being
+written to: a projection that is merely behind is not wrong. What is reported, one sentence per
+finding (an empty list when all agree):
+
+* a row whose figures (owner, kind, currency, available, held) differ from the aggregate's;
+* an account event at or before the projection's position that the row has not applied
+  (a skipped event);
+* an account opened at or before the position that has no row (a skipped opening);
+* a row for an account the ledger does not have.
+
+When the projection has caught up, "at its version" is the latest version, so this is the same
+comparison as ``GameLedger.balance(player)`` and ``GameLedger.house(table_id)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.postgres import PostgresApplicationRecorder
+from psycopg.sql import SQL, Identifier
+
+from ledger.aggregates.account import Account
+from ledger.application import GameLedger
+from projections.balances import BalancesView
+from projections.settings import CHECK_PAGE_ROWS, CHECK_SCAN_IDS
+
+FIGURES = ("owner", "kind", "currency", "available", "held")
+
+
+def check_balances(view: BalancesView, ledger: GameLedger) -> list[str]:
+    recorder = ledger.recorder
+    if not isinstance(recorder, PostgresApplicationRecorder):
+        return ["the ledger given is not stored in PostgreSQL; nothing to compare with"]
+    events = Identifier(recorder.datastore.schema, recorder.events_table_name)
+    position = view.position()
+    findings: list[str] = []
+    after = UUID(int=0)
+    while True:
+        with view.datastore.transaction(commit=False) as curs:
+            curs.execute(SQL("SELECT account_id, owner, kind, currency, available, held, version "
+                             "FROM {} WHERE account_id > %s ORDER BY account_id LIMIT %s"
+                             ).format(view.qualified("accounts")), (after, CHECK_PAGE_ROWS))
+            rows = curs.fetchall()
+        if not rows:
+            break
+        after = rows[-1]["account_id"]
+        findings += [f for row in rows for f in _compare(row, ledger)]
+        findings += _unapplied(recorder, events, rows, position)
+    findings += _missing(view, recorder, events, position)
+    return findings
+
+
+def _describe(row: dict[str, Any]) -> str:
+    return f"account {row['owner']} ({row['kind']}, {row['account_id']})"
+
+
+def _compare(row: dict[str, Any], ledger: GameLedger) -> list[str]:
+    try:
+        account: Any = ledger.repository.get(row["account_id"], version=row["version"])
+    except AggregateNotFoundError:
+        return [f"{_describe(row)}: projected, but the ledger has no such account"]
+    if not isinstance(account, Account):
+        return [f"{_describe(row)}: projected, but {row['account_id']} is not an account"]
+    if account.version != row["version"]:
+        return [f"{_describe(row)}: projected at version {row['version']}, but the ledger's "
+                f"account has only {account.version} events"]
+    theirs = {"owner": account.owner, "kind": account.kind, "currency": account.currency,
+              "available": account.available, "held": account.held}
+    differ = [name for name in FIGURES if row[name] != theirs[name]]
+    if not differ:
+        return []
+    return [f"{_describe(row)} at version {row['version']}: projected "
+            + ", ".join(f"{name} {row[name]}" for name in differ) + "; the ledger has "
+            + ", ".join(f"{name} {theirs[name]}" for name in differ)]
+
+
+def _unapplied(recorder: PostgresApplicationRecorder, events: Identifier,
+               rows: list[dict[str, Any]], position: int) -> list[str]:
+    """Account events at or before ``position`` past the version a row has applied."""
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute(SQL(
+            "SELECT a.id, min(e.notification_id) AS first FROM unnest(%s::uuid[], %s::bigint[]) "
+            "AS a(id, version) JOIN {} AS e ON e.originator_id = a.id "
+            "AND e.originator_version > a.version GROUP BY a.id").format(events),
+            ([r["account_id"] for r in rows], [r["version"] for r in rows]))
+        later = {row["id"]: row["first"] for row in curs.fetchall()}
+    return [f"{_describe(r)}: the event at notification {later[r['account_id']]} is at or "
+            f"before the projection's position {position} but was not applied"
+            for r in rows if later.get(r["account_id"], position + 1) <= position]
+
+
+def _missing(view: BalancesView, recorder: PostgresApplicationRecorder, events: Identifier,
+             position: int) -> list[str]:
+    """Accounts opened at or before ``position`` without a row."""
+    findings = []
+    for low in range(0, position, CHECK_SCAN_IDS):
+        high = min(low + CHECK_SCAN_IDS, position)
+        with recorder.datastore.transaction(commit=False) as curs:
+            curs.execute(SQL("SELECT originator_id, notification_id FROM {} WHERE topic = %s "
+                             "AND notification_id > %s AND notification_id <= %s").format(events),
+                         (Account.Created.TOPIC, low, high))
+            opened = {row["originator_id"]: row["notification_id"] for row in curs.fetchall()}
+        if not opened:
+            continue
+        with view.datastore.transaction(commit=False) as curs:
+            curs.execute(SQL("SELECT account_id FROM {} WHERE account_id = ANY(%s)").format(
+                view.qualified("accounts")), (list(opened),))
+            present = {row["account_id"] for row in curs.fetchall()}
+        findings += [f"account {account_id}: opened at notification {n}, at or before the "
+                     f"projection's position {position}, but has no row"
+                     for account_id, n in sorted(opened.items(), key=lambda kv: kv[1])
+                     if account_id not in present]
+    return findings

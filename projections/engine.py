@@ -1,0 +1,279 @@
+"""The batch engine: reads the ledger's log a page at a time and feeds every projection.
+
+One page of notifications (``select_notifications(start, limit, inclusive_of_start=False)``,
+``start`` being the lowest position of the projections) is read once and each notification
+decoded at most once, only if some projection reads its content. Each projection then
+applies the part of the page past its own position in one transaction with its tracking
+row (:meth:`projections.base.BatchProjection.process_batch`): exactly once, resumable.
+
+**Why reading by ``id > position`` never skips an event.** Every writer of the ledger's
+table takes ``LOCK TABLE ledger_events IN EXCLUSIVE MODE`` in its transaction before it draws
+notification ids, and holds it through its commit: the ledger's recorder in the SQL function
+its ``insert_events`` calls (``ledger/storage.py``: lock, notify, insert, one autocommitted
+statement), and the library's own insert path likewise (``PostgresApplicationRecorder.
+_insert_stored_events`` → ``_lock_table`` in eventsourcing 9.5.6). Ids are drawn from the
+sequence during the ``INSERT``, so a writer draws its ids only after the previous writer has
+committed (or rolled back) and become visible; PostgreSQL makes a commit visible before it
+releases the transaction's locks. Hence ids become visible in increasing order, and once id N
+is visible no lower id can appear later. Gaps are ids burnt by rolled-back inserts and are
+never filled, so the reader steps over them at once and never waits on them. The library's
+database functions (``POSTGRES_ENABLE_DB_FUNCTIONS``) insert *without* the lock, so the engine
+refuses to run when they are enabled. Should an event be skipped anyway, the per-aggregate
+version checks of every projection stop it loudly rather than let it count wrongly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, cast
+from uuid import UUID
+
+from eventsourcing.persistence import Notification, ProgrammingError
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore, PostgresFactory
+from eventsourcing.utils import Environment, strtobool
+from psycopg.errors import UndefinedTable
+from psycopg.sql import SQL, Identifier
+
+from ledger.application import GameLedger
+from projections.balances import BalancesProjection
+from projections.base import LEDGER_APP, NEXT, BatchProjection, Item, View
+from projections.rounds import RoundIndexProjection
+from projections.settings import (
+    BATCH_SIZE_MAX,
+    LAG_COUNT_MAX,
+    POOL_DEFAULTS,
+    GamingDay,
+    ProjectionSetupError,
+)
+from projections.table_days import TableDaysProjection, TableDaysView
+
+PROJECTION_CLASSES: tuple[type[BatchProjection[Any]], ...] = (
+    BalancesProjection, RoundIndexProjection, TableDaysProjection)
+NAMES = tuple(cls.name for cls in PROJECTION_CLASSES)
+READER_DEFAULTS = {"LEDGER_POSTGRES_POOL_SIZE": "1", "LEDGER_POSTGRES_MAX_OVERFLOW": "2"}
+# Creating tables concurrently (two workers starting, a worker and the API) can deadlock in the
+# catalog; the read side serializes its DDL on this advisory lock.
+DDL_LOCK_KEY = 0x70697462_6F737331  # "pitboss1"
+
+
+def merged_env(env: Mapping[str, str], defaults: Mapping[str, str] = POOL_DEFAULTS
+               ) -> dict[str, str]:
+    """``os.environ`` overlaid with ``env``; pool defaults only where neither says."""
+    merged = {**os.environ, **env}
+    for key, value in defaults.items():
+        merged.setdefault(key, value)
+    ledger_env = Environment(LEDGER_APP, merged)
+    if ledger_env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
+        raise ProjectionSetupError("the projections need PostgreSQL: set PERSISTENCE_MODULE to "
+                                   "eventsourcing.postgres and the POSTGRES_* settings")
+    if strtobool(ledger_env.get("POSTGRES_ENABLE_DB_FUNCTIONS") or "no"):
+        raise ProjectionSetupError(
+            "POSTGRES_ENABLE_DB_FUNCTIONS is on: its insert function takes no table lock, so "
+            "notification ids could commit out of order and a projection could skip an event; "
+            "turn it off")
+    return merged
+
+
+def projections_datastore(env: Mapping[str, str]) -> tuple[PostgresDatastore, bool]:
+    """The projections' own pool (``PROJECTIONS_POSTGRES_*`` first), and whether to create
+    tables (``CREATE_TABLE``)."""
+    factory = PostgresFactory(Environment("projections", merged_env(env)))
+    return factory.datastore, factory.env_create_table()
+
+
+def ledger_events_table(env: Mapping[str, str]) -> Identifier:
+    schema = Environment(LEDGER_APP, merged_env(env)).get("POSTGRES_SCHEMA") or "public"
+    return Identifier(schema.strip() or "public", f"{LEDGER_APP.lower()}_events")
+
+
+def projection_class(name: str) -> type[BatchProjection[Any]]:
+    for cls in PROJECTION_CLASSES:
+        if cls.name == name:
+            return cls
+    raise ProjectionSetupError(f"there is no projection {name!r}; there are {', '.join(NAMES)}")
+
+
+def build_projection(cls: type[BatchProjection[Any]], datastore: PostgresDatastore, *,
+                     generation: str = "", gaming_day: GamingDay | None = None,
+                     create: bool = True, fresh: bool = False) -> BatchProjection[Any]:
+    """A projection over its view in the given generation; ``fresh`` drops old tables first."""
+    view: View
+    if issubclass(cls.view_class, TableDaysView):
+        view = cls.view_class(datastore, generation=generation, gaming_day=gaming_day)
+    else:
+        view = cls.view_class(datastore, generation=generation)
+    if create or fresh:
+        with ddl_lock(datastore):
+            if fresh:
+                view.drop()
+            view.create_table()
+    return cls(view)
+
+
+@contextmanager
+def ddl_lock(datastore: PostgresDatastore) -> Iterator[None]:
+    """Hold the read side's DDL lock (on a pooled connection of its own) meanwhile."""
+    with datastore.get_connection() as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (DDL_LOCK_KEY,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (DDL_LOCK_KEY,))
+
+
+class Reader:
+    """The ledger's event log, a page at a time. Read only: built without the shoe key, and
+    it never creates the ledger's tables (the ledger does); until they exist it reads nothing.
+    """
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.ledger = GameLedger(env={**merged_env(env, READER_DEFAULTS),
+                                      "LEDGER_CREATE_TABLE": "no"})
+        recorder = self.ledger.recorder
+        if not isinstance(recorder, PostgresApplicationRecorder):
+            raise ProjectionSetupError("the ledger is not stored in PostgreSQL")
+        self.recorder = recorder
+        self.events_table = Identifier(recorder.datastore.schema, recorder.events_table_name)
+        self.channel = recorder.channel_name
+
+    def page(self, after: int, limit: int) -> Sequence[Notification]:
+        try:
+            page: Sequence[Notification] = self.recorder.select_notifications(
+                after, limit, inclusive_of_start=False)
+        except ProgrammingError as error:
+            if isinstance(error.__cause__, UndefinedTable):
+                return []
+            raise
+        return page
+
+    def decode(self, notification: Notification) -> Any:
+        return self.ledger.mapper.to_domain_event(notification)
+
+    def head(self) -> int:
+        return self.recorder.max_notification_id() or 0
+
+    def close(self) -> None:
+        self.ledger.close()
+
+
+class Engine:
+    """Keeps a set of projections (one generation of their views) up to the ledger's log."""
+
+    def __init__(self, env: Mapping[str, str], *, names: Sequence[str] = NAMES,
+                 generation: str = "", fresh: bool = False, reader: Reader | None = None
+                 ) -> None:
+        if generation not in ("", NEXT):
+            raise ValueError(f"unknown generation {generation!r}")
+        self.datastore, create = projections_datastore(env)
+        self._own_reader = reader is None
+        self.reader = reader or Reader(env)
+        gaming_day = GamingDay.from_env(env)
+        self.projections = [build_projection(projection_class(name), self.datastore,
+                                             generation=generation, gaming_day=gaming_day,
+                                             create=create, fresh=fresh) for name in names]
+        self._positions: dict[str, int] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        """Read every position again (after another writer moved one)."""
+        self._positions = {p.name: p.view.position() for p in self.projections}
+
+    def position(self, name: str) -> int:
+        return self._positions[name]
+
+    def step(self, batch_size: int) -> int:
+        """Read one page after the lowest position and apply it; the page's length."""
+        if type(batch_size) is not int or not 1 <= batch_size <= BATCH_SIZE_MAX:
+            raise ValueError(f"a batch holds 1 to {BATCH_SIZE_MAX} notifications")
+        page = self.reader.page(min(self._positions.values()), batch_size)
+        if not page:
+            return 0
+        end = page[-1].id
+        decoded: dict[int, Any] = {}
+        for projection in self.projections:
+            at = self._positions[projection.name]
+            if at >= end:
+                continue
+            items = self._items(projection, page, at, decoded)
+            projection.process_batch(items, at, end)
+            self._positions[projection.name] = end
+        return len(page)
+
+    def _items(self, projection: BatchProjection[Any], page: Sequence[Notification], at: int,
+               decoded: dict[int, Any]) -> list[Item]:
+        items = []
+        for n in page:
+            if n.id <= at:
+                continue
+            deliver, decode = projection.wants(n.topic)
+            if not deliver:
+                continue
+            event = None
+            if decode:
+                event = decoded.get(n.id)
+                if event is None:
+                    event = decoded[n.id] = self.reader.decode(n)
+            items.append(Item(n.id, cast(UUID, n.originator_id), n.originator_version, n.topic,
+                              event))
+        return items
+
+    def catch_up(self, batch_size: int, *, is_stopping: Callable[[], bool] = lambda: False
+                 ) -> int:
+        """Apply pages until one comes back short (the head, as of that read)."""
+        read = 0
+        while not is_stopping():
+            n = self.step(batch_size)
+            read += n
+            if n < batch_size:
+                break
+        return read
+
+    def positions(self) -> list[dict[str, Any]]:
+        with self.datastore.transaction(commit=False) as curs:
+            return lag_report(curs, self.reader.events_table,
+                              [(p.name, p.view) for p in self.projections])
+
+    def close(self) -> None:
+        if self._own_reader:
+            self.reader.close()
+        self.datastore.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def lag_report(curs: Any, events_table: Identifier, views: Sequence[tuple[str, View]]
+               ) -> list[dict[str, Any]]:
+    """Each projection's position, the ledger's head and the events between them.
+
+    The lag is an exact count of stored events past the position up to ``LAG_COUNT_MAX``;
+    beyond that, head minus position (an upper bound: ids have gaps).
+    """
+    curs.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (events_table.as_string(),))
+    head = 0
+    if curs.fetchone()["found"]:
+        curs.execute(SQL("SELECT coalesce(max(notification_id), 0) AS head FROM {}").format(
+            events_table))
+        head = int(curs.fetchone()["head"])
+    out = []
+    for name, view in views:
+        curs.execute(SQL("SELECT notification_id FROM {} WHERE application_name = %s").format(
+            view.qualified("tracking")), (LEDGER_APP,))
+        row = curs.fetchone()
+        position = int(row["notification_id"]) if row else 0
+        lag = 0
+        if head > position:
+            curs.execute(SQL("SELECT count(*) AS n FROM (SELECT 1 FROM {} WHERE "
+                             "notification_id > %s LIMIT %s) AS behind").format(events_table),
+                         (position, LAG_COUNT_MAX))
+            lag = int(curs.fetchone()["n"])
+            if lag >= LAG_COUNT_MAX:
+                lag = head - position
+        out.append({"projection": name, "position": position, "ledger_head": head,
+                    "lag_events": lag})
+    return out

@@ -1,0 +1,371 @@
+"""The read facade the HTTP API serves: searches, balances, reports, positions, checks.
+
+Every query runs in a read-only, repeatable-read transaction with a statement timeout
+(``PITBOSS_QUERY_STATEMENT_TIMEOUT_MS``, default 5000); every list is a page of a bounded size
+with a keyset cursor (never OFFSET); every argument is checked first. A bad argument raises
+:class:`~ledger.errors.DecisionRefused` (a search too broad for the timeout,
+:class:`QueryTooBroad`, is one) and an unknown table :class:`~ledger.errors.NotFound`, each
+with a sentence for the person who asked. Results are JSON-ready: ids and times as strings
+(times in ISO 8601, UTC), amounts as integers in minor units.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from eventsourcing.persistence import OperationalError
+from psycopg.errors import QueryCanceled
+from psycopg.sql import SQL, Composable, Identifier, Literal
+
+from ledger.application import NAME_MAX_CHARS
+from ledger.errors import DecisionRefused, InvariantBroken, NotFound
+from projections.balances import BalancesView
+from projections.base import Curs, View
+from projections.checks import check_balances
+from projections.engine import (
+    ddl_lock,
+    lag_report,
+    ledger_events_table,
+    projections_datastore,
+)
+from projections.rounds import FLAGS, STATUSES, RoundIndexView
+from projections.settings import (
+    BALANCES_PAGE_MAX,
+    CURSOR_MAX_CHARS,
+    DAY_RANGE_MAX_DAYS,
+    HOUSE_RESULTS_MAX,
+    ROUNDS_PAGE_MAX,
+    GamingDay,
+    statement_timeout_ms,
+)
+from projections.table_days import COUNTERS, TableDaysView, stored_gaming_day
+
+if TYPE_CHECKING:
+    from ledger.application import GameLedger
+
+
+class QueryTooBroad(DecisionRefused):
+    """A search ran into the statement timeout."""
+
+
+class ReadModels:
+    """Queries over the projections' views; one pool, opened on first use."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._datastore, create = projections_datastore(env)
+        self._timeout_ms = statement_timeout_ms(env)
+        self._events = ledger_events_table(env)
+        self._balances = BalancesView(self._datastore)
+        self._rounds = RoundIndexView(self._datastore)
+        self._days = TableDaysView(self._datastore, gaming_day=GamingDay.from_env(env))
+        self._views: dict[str, View] = {"balances": self._balances,
+                                        "round_index": self._rounds,
+                                        "table_days": self._days}
+        if create:
+            with ddl_lock(self._datastore):
+                for view in self._views.values():
+                    view.create_table()
+
+    def close(self) -> None:
+        self._datastore.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[Curs]:
+        try:
+            with self._datastore.transaction(commit=False) as curs:
+                curs.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                curs.execute(SQL("SET LOCAL statement_timeout = {}").format(
+                    Literal(self._timeout_ms)))
+                yield curs
+        except OperationalError as error:
+            if isinstance(error.__cause__, QueryCanceled):
+                raise QueryTooBroad(f"The query took longer than {self._timeout_ms} ms; narrow "
+                                    "it by table, player or time range.") from None
+            raise
+
+    # ------------------------------------------------------------------ rounds
+
+    def search_rounds(self, *, table_id: UUID | None = None, player: str | None = None,
+                      status: str | None = None, started_from: datetime | None = None,
+                      started_to: datetime | None = None, wild_card: bool | None = None,
+                      prize: bool | None = None, ruling: bool | None = None,
+                      limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
+        """Rounds newest first (by start time), filtered, one keyset page at a time.
+
+        ``started_from`` is inclusive and ``started_to`` exclusive; ``player`` finds the rounds
+        the player had a stake in. See :mod:`projections.rounds` for the indexes behind it.
+        """
+        _check_limit(limit, ROUNDS_PAGE_MAX, "rounds")
+        if table_id is not None and not isinstance(table_id, UUID):
+            raise DecisionRefused("A table id is a UUID.")
+        if player is not None and (not isinstance(player, str)
+                                   or not 1 <= len(player) <= NAME_MAX_CHARS):
+            raise DecisionRefused(f"A player id is 1 to {NAME_MAX_CHARS} characters.")
+        if status is not None and status not in STATUSES:
+            raise DecisionRefused(f"A round's status is one of {', '.join(STATUSES)}.")
+        flags = {"wild_card": wild_card, "prize": prize, "ruling": ruling}
+        for flag, value in flags.items():
+            if value is not None and not isinstance(value, bool):
+                raise DecisionRefused(f"The {flag} filter is true or false.")
+        for bound in (started_from, started_to):
+            if bound is not None and (not isinstance(bound, datetime) or bound.tzinfo is None):
+                raise DecisionRefused("A time bound needs a date, a time and a time zone.")
+        if started_from is not None and started_to is not None and started_from >= started_to:
+            raise DecisionRefused("The start of a time range must come before its end.")
+        after = _decode_cursor(cursor, _round_key) if cursor is not None else None
+
+        r = SQL("r.")
+        key = SQL("p.") if player is not None else r
+        where: list[Composable] = []
+        params: list[Any] = []
+
+        def cond(sql: str, *values: Any) -> None:
+            where.append(SQL(sql).format(k=key, r=r))
+            params.extend(values)
+
+        if player is not None:
+            source = SQL("{} AS p JOIN {} AS r ON r.round_id = p.round_id").format(
+                self._rounds.qualified("players"), self._rounds.qualified("rounds"))
+            cond("p.player = %s", player)
+        else:
+            source = SQL("{} AS r").format(self._rounds.qualified("rounds"))
+        if table_id is not None:
+            cond("{k}table_id = %s", table_id)
+        if status is not None:
+            # Literal values, so the planner can match the partial indexes' predicates.
+            where.append(SQL("r.status = {}").format(Literal(status)))
+            if status != "settled":
+                where.append(SQL("r.status <> 'settled'"))
+        for flag in FLAGS:
+            if flags[flag] is not None:
+                where.append(SQL("{}r.{}").format(SQL("" if flags[flag] else "NOT "),
+                                                  Identifier(flag)))
+        if started_from is not None:
+            cond("{k}started_at >= %s", started_from)
+        if started_to is not None:
+            cond("{k}started_at < %s", started_to)
+        if after is not None:
+            cond("({k}started_at, {k}round_id) < (%s, %s)", *after)
+        statement = SQL(
+            "SELECT r.*, t.name AS table_name FROM {source} LEFT JOIN {tables} AS t "
+            "ON t.table_id = r.table_id {where} "
+            "ORDER BY {k}started_at DESC, {k}round_id DESC LIMIT %s").format(
+            source=source, tables=self._rounds.qualified("tables"), k=key,
+            where=SQL("WHERE ") + SQL(" AND ").join(where) if where else SQL(""))
+        with self._read() as curs:
+            curs.execute(statement, [*params, limit + 1], prepare=False)
+            rows = curs.fetchall()
+        page = rows[:limit]
+        next_cursor = None
+        if len(rows) > limit:
+            last = page[-1]
+            next_cursor = _encode_cursor([last["started_at"].isoformat(), str(last["round_id"])])
+        return {"items": [_round_json(row) for row in page], "next_cursor": next_cursor}
+
+    # ---------------------------------------------------------------- balances
+
+    def balances(self, *, player: str | None = None, limit: int = 100,
+                 cursor: str | None = None) -> dict[str, Any]:
+        """Accounts in owner order (players and houses), or one player's account."""
+        _check_limit(limit, BALANCES_PAGE_MAX, "accounts")
+        if player is not None and (not isinstance(player, str)
+                                   or not 1 <= len(player) <= NAME_MAX_CHARS):
+            raise DecisionRefused(f"A player id is 1 to {NAME_MAX_CHARS} characters.")
+        after = _decode_cursor(cursor, _balance_key) if cursor is not None else None
+        where: list[Composable] = []
+        params: list[Any] = []
+        if player is not None:
+            where.append(SQL("a.owner = %s AND a.kind = 'player'"))
+            params.append(player)
+        if after is not None:
+            where.append(SQL("(a.owner, a.account_id) > (%s, %s)"))
+            params += after
+        statement = SQL(
+            "SELECT a.*, t.table_id FROM {} AS a LEFT JOIN {} AS t "
+            "ON t.house_account_id = a.account_id {} ORDER BY a.owner, a.account_id LIMIT %s"
+            ).format(self._balances.qualified("accounts"), self._balances.qualified("tables"),
+                     SQL("WHERE ") + SQL(" AND ").join(where) if where else SQL(""))
+        with self._read() as curs:
+            curs.execute(statement, [*params, limit + 1])
+            rows = curs.fetchall()
+        page = rows[:limit]
+        next_cursor = None
+        if len(rows) > limit:
+            next_cursor = _encode_cursor([page[-1]["owner"], str(page[-1]["account_id"])])
+        return {"items": [_balance_json(row) for row in page], "next_cursor": next_cursor}
+
+    def house_results(self) -> list[dict[str, Any]]:
+        """Each table's house account: its result is what the house has won (negative: lost)."""
+        statement = SQL(
+            "SELECT t.table_id, t.name, t.currency, t.house_account_id, a.available, a.version, "
+            "a.last_notification_id FROM {} AS t LEFT JOIN {} AS a "
+            "ON a.account_id = t.house_account_id ORDER BY t.name, t.table_id LIMIT %s").format(
+            self._balances.qualified("tables"), self._balances.qualified("accounts"))
+        with self._read() as curs:
+            curs.execute(statement, (HOUSE_RESULTS_MAX,))
+            rows = curs.fetchall()
+        return [{"table_id": str(row["table_id"]), "table_name": row["name"],
+                 "currency": row["currency"], "house_account_id": str(row["house_account_id"]),
+                 "result": row["available"] or 0, "version": row["version"] or 0,
+                 "last_notification_id": row["last_notification_id"]} for row in rows]
+
+    def check_balances(self, ledger: GameLedger) -> list[str]:
+        """Every projected balance against the ledger's account aggregate; findings, if any."""
+        return check_balances(self._balances, ledger)
+
+    # ----------------------------------------------------------- table / day
+
+    def table_day_report(self, table_id: UUID, day_from: date, day_to: date
+                         ) -> list[dict[str, Any]]:
+        """One row per gaming day from ``day_from`` to ``day_to`` (both included) on which the
+        table had activity or was open: a day it was open without any is a "no activity" row.
+        Held chips and open rounds are as at the end of each gaming day."""
+        if not isinstance(table_id, UUID):
+            raise DecisionRefused("A table id is a UUID.")
+        for day in (day_from, day_to):
+            if not isinstance(day, date) or isinstance(day, datetime):
+                raise DecisionRefused("A gaming day is a calendar date such as 2025-03-01.")
+        if day_from > day_to:
+            raise DecisionRefused("The first day of a report must not come after its last.")
+        if (day_to - day_from).days + 1 > DAY_RANGE_MAX_DAYS:
+            raise DecisionRefused(f"A report covers at most {DAY_RANGE_MAX_DAYS} days.")
+        q = self._days.qualified
+        with self._read() as curs:
+            gaming_day = stored_gaming_day(curs, self._days)
+            curs.execute(SQL("SELECT name, currency FROM {} WHERE table_id = %s").format(
+                q("tables")), (table_id,))
+            table = curs.fetchone()
+            if table is None:
+                raise NotFound(f"There is no table {table_id} in the reports (yet).")
+            curs.execute(SQL("SELECT coalesce(sum(held_delta), 0) AS held, "
+                             "coalesce(sum(open_delta), 0) AS open FROM {} "
+                             "WHERE table_id = %s AND gaming_day < %s").format(q("days")),
+                         (table_id, day_from))
+            opening = curs.fetchone()
+            curs.execute(SQL("SELECT * FROM {} WHERE table_id = %s AND gaming_day >= %s "
+                             "AND gaming_day <= %s").format(q("days")),
+                         (table_id, day_from, day_to))
+            days = {row["gaming_day"]: row for row in curs.fetchall()}
+            begin, end = gaming_day.bounds(day_from)[0], gaming_day.bounds(day_to)[1]
+            curs.execute(SQL("SELECT opened_at, closed_at FROM {} WHERE table_id = %s "
+                             "AND opened_at < %s AND (closed_at IS NULL OR closed_at > %s)"
+                             ).format(q("intervals")), (table_id, end, begin))
+            intervals = [(row["opened_at"], row["closed_at"]) for row in curs.fetchall()]
+        assert opening is not None
+        held, open_rounds = int(opening["held"]), int(opening["open"])
+        now = datetime.now(UTC)
+        out = []
+        day = day_from
+        while day <= day_to:
+            starts, ends = gaming_day.bounds(day)
+            row = days.get(day)
+            if row is not None:
+                held += row["held_delta"]
+                open_rounds += row["open_delta"]
+            # Open at some moment of the day that has already come (not a future day).
+            was_open = starts < now and any(o < min(ends, now) and (c is None or c > starts)
+                                            for o, c in intervals)
+            if row is not None or was_open:
+                out.append(_day_json(table_id, table, day, starts, ends, row, held,
+                                     open_rounds))
+            day += timedelta(days=1)
+        return out
+
+    # -------------------------------------------------------------- positions
+
+    def positions(self) -> list[dict[str, Any]]:
+        """Each projection's position, the ledger's head and the lag between them (events)."""
+        with self._read() as curs:
+            return lag_report(curs, self._events, list(self._views.items()))
+
+
+# ---------------------------------------------------------------------- helpers
+
+def _check_limit(limit: int, maximum: int, what: str) -> None:
+    if type(limit) is not int or not 1 <= limit <= maximum:
+        raise DecisionRefused(f"A page holds 1 to {maximum} {what}.")
+
+
+def _encode_cursor(key: list[str]) -> str:
+    raw = json.dumps(key, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, parse: Any) -> list[Any]:
+    refused = DecisionRefused("The cursor is not one this list gave out; start again without it.")
+    if not isinstance(cursor, str) or not 1 <= len(cursor) <= CURSOR_MAX_CHARS:
+        raise refused
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        key = json.loads(raw)
+        if not isinstance(key, list) or len(key) != 2 or not all(isinstance(k, str)
+                                                                 for k in key):
+            raise ValueError(key)
+        parsed: list[Any] = parse(key)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise refused from None
+    return parsed
+
+
+def _round_key(key: list[str]) -> list[Any]:
+    at = datetime.fromisoformat(key[0])
+    if at.tzinfo is None:
+        raise ValueError(key[0])
+    return [at, UUID(key[1])]
+
+
+def _balance_key(key: list[str]) -> list[Any]:
+    return [key[0], UUID(key[1])]
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.astimezone(UTC).isoformat() if at is not None else None
+
+
+def _round_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {"round_id": str(row["round_id"]), "table_id": str(row["table_id"]),
+            "table_name": row["table_name"], "round_no": row["round_no"],
+            "started_at": _iso(row["started_at"]), "ended_at": _iso(row["ended_at"]),
+            "rules_hash": row["rules_hash"], "rules_name": row["rules_name"],
+            "rules_version": row["rules_version"], "currency": row["currency"],
+            "status": row["status"], "players": list(row["players"]),
+            "total_staked": row["total_staked"], "total_paid": row["total_paid"],
+            "house_result": row["house_result"], "held": row["held"],
+            "wild_card": row["wild_card"], "prize": row["prize"], "ruling": row["ruling"],
+            "version": row["version"], "last_notification_id": row["last_notification_id"]}
+
+
+def _balance_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {"account_id": str(row["account_id"]), "owner": row["owner"], "kind": row["kind"],
+            "currency": row["currency"],
+            "table_id": str(row["table_id"]) if row["table_id"] is not None else None,
+            "available": row["available"], "held": row["held"],
+            "total": row["available"] + row["held"], "bought_in": row["bought_in"],
+            "cashed_out": row["cashed_out"], "version": row["version"],
+            "last_notification_id": row["last_notification_id"]}
+
+
+def _day_json(table_id: UUID, table: dict[str, Any], day: date, starts: datetime,
+              ends: datetime, row: dict[str, Any] | None, held: int,
+              open_rounds: int) -> dict[str, Any]:
+    counts = {name: (row[name] if row is not None else 0) for name in COUNTERS}
+    if counts["staked"] - counts["paid_out"] - counts["house_win"] != counts["held_delta"] \
+            or held < 0 or open_rounds < 0:
+        raise InvariantBroken(f"table {table_id} on {day}: the day's figures do not balance "
+                              "(R-M4)")
+    return {"table_id": str(table_id), "table_name": table["name"],
+            "currency": table["currency"], "gaming_day": day.isoformat(),
+            "starts_at": _iso(starts), "ends_at": _iso(ends),
+            "no_activity": row is None, "rounds_played": counts["rounds_played"],
+            "rounds_settled": counts["rounds_settled"],
+            "rounds_voided": counts["rounds_voided"], "rulings": counts["rulings"],
+            "staked": counts["staked"], "paid_out": counts["paid_out"],
+            "house_win": counts["house_win"], "held_at_day_end": held,
+            "open_rounds_at_day_end": open_rounds}

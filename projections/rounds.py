@@ -1,0 +1,248 @@
+"""The round index: one row per round, searchable by table, player, time, status and flags.
+
+Each row holds the round's table and number, when it started and ended, the rule set it was
+played under (content hash, name, version: R-S1), its status (``open``, ``settled``,
+``voided``), its players, the money (``total_staked``, ``total_paid`` to bettors,
+``house_result``, chips still ``held``) and three flags: a wild card was drawn, a prize was
+paid (a ``StakeSettled`` with a ``prize``), a manager's ruling was recorded (R-V2).
+
+**Indexes, for ten million rounds and more.** Every search lists rounds newest first, ordered
+by ``(started_at, round_id)`` and paged by keyset (the last row's pair, never OFFSET), so each
+search shape needs an index that yields its rows already in that order: the query then reads
+``limit + 1`` index entries and stops, whatever the table's size.
+
+* ``_started (started_at, round_id)``: all rounds, a time range, and the filters that keep most
+  rows (status ``settled``, a flag ``false``), which are checked on the way.
+* ``_table (table_id, started_at, round_id)``: one table's rounds, with or without a range.
+* ``<players> PRIMARY KEY (player, started_at, round_id)``: a separate table with one row per
+  (round, player), so one player's rounds come from one index range instead of a GIN lookup
+  that would have to fetch and sort all of a regular's rounds. It also carries ``table_id``.
+* partial ``_unsettled``, ``_wild``, ``_prize``, ``_ruling`` on ``(started_at, round_id)``:
+  the rare rows (open or voided rounds, flagged rounds) in a small index of their own, so a
+  search for them does not walk past millions of ordinary rounds. Partial indexes cost nothing
+  for the rounds they leave out.
+
+Combinations use the most selective of these and filter the rest; the statement timeout of
+:mod:`projections.queries` bounds any shape that would still read far.
+
+Players are the bettors who placed a stake; once betting closes, exactly the bettors dealt in
+(``BettingClosed.players``). Amounts come from :mod:`projections.amounts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, ClassVar
+from uuid import UUID
+
+from psycopg.sql import SQL, Composed, Identifier
+
+from ledger.aggregates.round import Round
+from ledger.aggregates.table import Table
+from ledger.engine import facts as f
+from ledger.errors import InvariantBroken
+from projections.amounts import QUIET_FACTS, money_of
+from projections.base import BatchProjection, Curs, Item, View, known_topics, next_version
+
+ROUND_STREAM = "pitboss:Round."
+ROUND_CREATED = Round.Created.TOPIC
+TABLE_CREATED = Table.Created.TOPIC
+OPEN, SETTLED, VOIDED = "open", "settled", "voided"
+STATUSES = (OPEN, SETTLED, VOIDED)
+FLAGS = ("wild_card", "prize", "ruling")
+
+_STREAMS = (ROUND_STREAM, TABLE_CREATED)
+_TOPICS = tuple(t for t in known_topics(Round, Table) if t.startswith(_STREAMS))
+_QUIET = frozenset(Round.EVENT_FOR_FACT[c].TOPIC for c in QUIET_FACTS)
+
+COLUMNS = ("round_id", "table_id", "round_no", "started_at", "ended_at", "rules_hash",
+           "rules_name", "rules_version", "currency", "status", "players", "total_staked",
+           "total_paid", "house_result", "held", "wild_card", "prize", "ruling", "version",
+           "last_notification_id")
+_CHANGING = ("ended_at", "status", "players", "total_staked", "total_paid", "house_result",
+             "held", "wild_card", "prize", "ruling", "version", "last_notification_id")
+
+
+class RoundIndexView(View):
+    base = "round_index"
+    parts = ("rounds", "players", "tables")
+
+    def create_statements(self) -> list[Composed]:
+        rounds, players = self.qualified("rounds"), self.qualified("players")
+
+        def index(what: str, columns: str, where: str = "") -> Composed:
+            return SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({}){}").format(
+                Identifier(f"{self.name_of('rounds')}_{what}"), rounds, SQL(columns),
+                SQL(f" WHERE {where}" if where else ""))
+
+        return [
+            SQL("CREATE TABLE IF NOT EXISTS {} ("
+                "round_id uuid PRIMARY KEY, table_id uuid NOT NULL, round_no integer NOT NULL, "
+                "started_at timestamptz NOT NULL, ended_at timestamptz, "
+                "rules_hash text NOT NULL, rules_name text NOT NULL, "
+                "rules_version integer NOT NULL, currency text NOT NULL, status text NOT NULL, "
+                "players text[] NOT NULL, total_staked bigint NOT NULL, "
+                "total_paid bigint NOT NULL, house_result bigint NOT NULL, "
+                "held bigint NOT NULL, wild_card boolean NOT NULL, prize boolean NOT NULL, "
+                "ruling boolean NOT NULL, version bigint NOT NULL, "
+                "last_notification_id bigint NOT NULL, "
+                "CONSTRAINT known_status CHECK (status IN ('open', 'settled', 'voided')), "
+                "CONSTRAINT held_not_negative CHECK (held >= 0), "
+                "CONSTRAINT ended_rounds_hold_nothing CHECK (status = 'open' OR held = 0), "
+                "CONSTRAINT money_conserved CHECK "
+                "(total_staked - total_paid - house_result = held))").format(rounds),
+            index("started", "started_at, round_id"),
+            index("table", "table_id, started_at, round_id"),
+            index("unsettled", "started_at, round_id", "status <> 'settled'"),
+            index("wild", "started_at, round_id", "wild_card"),
+            index("prize", "started_at, round_id", "prize"),
+            index("ruling", "started_at, round_id", "ruling"),
+            SQL("CREATE TABLE IF NOT EXISTS {} ("
+                "player text NOT NULL, started_at timestamptz NOT NULL, round_id uuid NOT NULL, "
+                "table_id uuid NOT NULL, PRIMARY KEY (player, started_at, round_id))"
+                ).format(players),
+            SQL("CREATE TABLE IF NOT EXISTS {} (table_id uuid PRIMARY KEY, name text NOT NULL)"
+                ).format(self.qualified("tables")),
+        ]
+
+
+class RoundIndexProjection(BatchProjection[RoundIndexView]):
+    name = "round_index"
+    view_class: ClassVar[type[View]] = RoundIndexView
+    streams = _STREAMS
+    decoded = _STREAMS
+    undecoded = _QUIET
+    topics = _TOPICS
+
+    def __init__(self, view: RoundIndexView) -> None:
+        super().__init__(view)
+        rounds, players = view.qualified("rounds"), view.qualified("players")
+        self._select = SQL("SELECT {} FROM {} WHERE round_id = ANY(%s)").format(
+            SQL(", ").join(map(Identifier, COLUMNS)), rounds)
+        self._upsert = SQL(
+            "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT (round_id) DO UPDATE SET {}").format(
+            rounds, SQL(", ").join(map(Identifier, COLUMNS)),
+            SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in COLUMNS),
+            SQL(", ").join(SQL("{0} = EXCLUDED.{0}").format(Identifier(c)) for c in _CHANGING))
+        self._add_player = SQL(
+            "INSERT INTO {} (player, started_at, round_id, table_id) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT DO NOTHING").format(players)
+        self._remove_player = SQL(
+            "DELETE FROM {} WHERE player = %s AND started_at = %s AND round_id = %s").format(
+            players)
+        self._upsert_table = SQL(
+            "INSERT INTO {} (table_id, name) VALUES (%s, %s) ON CONFLICT (table_id) DO NOTHING"
+            ).format(view.qualified("tables"))
+
+    def apply(self, curs: Curs, items: Sequence[Item]) -> None:
+        wanted = list({i.originator_id for i in items
+                       if i.topic.startswith(ROUND_STREAM) and i.topic != ROUND_CREATED})
+        rows: dict[UUID, dict[str, Any]] = {}
+        if wanted:
+            curs.execute(self._select, (wanted,))
+            rows = {row["round_id"]: row for row in curs.fetchall()}
+        changes = _Changes()
+        for item in items:
+            if isinstance(item.event, Table.Created):
+                changes.tables.append((item.originator_id, item.event.name))
+                continue
+            row = _next(rows.get(item.originator_id), item)
+            rows[item.originator_id] = changes.touched[item.originator_id] = row
+            event = item.event
+            if isinstance(event, Round.Recorded):
+                _apply_fact(row, event.fact(), event.timestamp, item, changes)
+        if changes.touched:
+            curs.executemany(self._upsert, list(changes.touched.values()))
+        if changes.added:
+            curs.executemany(self._add_player, changes.added)
+        if changes.removed:
+            curs.executemany(self._remove_player, changes.removed)
+        if changes.tables:
+            curs.executemany(self._upsert_table, changes.tables)
+
+
+class _Changes:
+    def __init__(self) -> None:
+        self.touched: dict[UUID, dict[str, Any]] = {}
+        self.added: list[tuple[str, datetime, UUID, UUID]] = []
+        self.removed: list[tuple[str, datetime, UUID]] = []
+        self.tables: list[tuple[UUID, str]] = []
+
+
+def _next(row: dict[str, Any] | None, item: Item) -> dict[str, Any]:
+    """The round's row with this event counted in: a new row for ``Round.Created``."""
+    round_id = item.originator_id
+    if item.topic == ROUND_CREATED:
+        if row is not None:
+            raise InvariantBroken(f"round {round_id} was created twice")
+        next_version("round", round_id, 0, item)
+        event = item.event
+        return {"round_id": round_id, "table_id": event.table_id, "round_no": event.round_no,
+                "started_at": event.timestamp, "ended_at": None,
+                "rules_hash": event.rules_hash, "rules_name": str(event.rules["name"]),
+                "rules_version": int(event.rules["version"]), "currency": event.currency,
+                "status": OPEN, "players": [], "total_staked": 0, "total_paid": 0,
+                "house_result": 0, "held": 0, "wild_card": False, "prize": False,
+                "ruling": False, "version": 1, "last_notification_id": item.notification_id}
+    if row is None:
+        raise InvariantBroken(f"round {round_id}: {item.topic} (notification "
+                              f"{item.notification_id}) arrived before the round was created")
+    row["version"] = next_version("round", round_id, row["version"], item)
+    row["last_notification_id"] = item.notification_id
+    return row
+
+
+def _apply_fact(row: dict[str, Any], fact: f.Fact, at: datetime, item: Item,
+                changes: _Changes) -> None:
+    money = money_of(fact)
+    if not money.balanced:
+        raise InvariantBroken(f"round {row['round_id']}: {item.topic} moves chips that do "
+                              "not balance (R-M4)")
+    row["total_staked"] += money.staked
+    row["total_paid"] += money.paid
+    row["house_result"] += money.house
+    row["held"] += money.held
+    if isinstance(fact, f.StakePlaced):
+        _set_players(row, [*row["players"], fact.bettor], changes)
+    elif isinstance(fact, f.BettingClosed):
+        _set_players(row, list(fact.players), changes)
+    elif isinstance(fact, f.WildCardDrawn):
+        row["wild_card"] = True
+    elif isinstance(fact, f.StakeSettled) and fact.prize:
+        row["prize"] = True
+    elif isinstance(fact, f.RulingRecorded):
+        row["ruling"] = True
+    elif isinstance(fact, f.RoundSettled | f.RoundVoided):
+        _end(row, fact, at, item)
+    if row["held"] < 0:
+        raise InvariantBroken(f"round {row['round_id']}: more chips released than held "
+                              f"(notification {item.notification_id})")
+
+
+def _set_players(row: dict[str, Any], players: list[str], changes: _Changes) -> None:
+    new = list(dict.fromkeys(players))
+    key = (row["started_at"], row["round_id"])
+    changes.added += [(p, *key, row["table_id"]) for p in new if p not in row["players"]]
+    changes.removed += [(p, *key) for p in row["players"] if p not in new]
+    row["players"] = new
+
+
+def _end(row: dict[str, Any], fact: f.RoundSettled | f.RoundVoided, at: datetime,
+         item: Item) -> None:
+    """A settlement or void closes the round; its totals must agree with the index (R-M4)."""
+    if row["status"] != OPEN:
+        raise InvariantBroken(f"round {row['round_id']} ended twice (notification "
+                              f"{item.notification_id})")
+    row["status"] = SETTLED if isinstance(fact, f.RoundSettled) else VOIDED
+    row["ended_at"] = at
+    agree = row["held"] == 0
+    if isinstance(fact, f.RoundSettled):
+        agree = agree and (fact.staked, fact.returned, fact.house_result) == (
+            row["total_staked"], row["total_paid"], row["house_result"])
+    else:
+        agree = agree and row["house_result"] == 0
+    if not agree:
+        raise InvariantBroken(f"round {row['round_id']}: the {row['status']} totals do not "
+                              f"agree with the events counted (notification "
+                              f"{item.notification_id}, R-M4)")

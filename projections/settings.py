@@ -1,0 +1,114 @@
+"""Settings and limits of the read side, read from the same environment as the ledger.
+
+A setting is looked up in the mapping handed to the projections (the ledger's eventsourcing
+environment) first, then in ``os.environ``, then its default: the order the eventsourcing
+library uses, so one ``.env`` configures the ledger, the worker and the API alike.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Final
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+GAMING_DAY_TZ: Final = "PITBOSS_GAMING_DAY_TZ"
+GAMING_DAY_START: Final = "PITBOSS_GAMING_DAY_START"
+STATEMENT_TIMEOUT_MS: Final = "PITBOSS_QUERY_STATEMENT_TIMEOUT_MS"
+
+# Batches: a page of notifications is read, applied and tracked in one transaction.
+BATCH_SIZE_DEFAULT: Final = 1000
+BATCH_SIZE_MAX: Final = 10_000
+POLL_INTERVAL_MIN_S: Final = 0.01
+POLL_INTERVAL_MAX_S: Final = 60.0
+# Reads: page sizes, ranges and the time a query may take.
+ROUNDS_PAGE_MAX: Final = 200
+BALANCES_PAGE_MAX: Final = 500
+DAY_RANGE_MAX_DAYS: Final = 366
+HOUSE_RESULTS_MAX: Final = 10_000
+CURSOR_MAX_CHARS: Final = 200
+STATEMENT_TIMEOUT_MS_DEFAULT: Final = 5000
+STATEMENT_TIMEOUT_MS_RANGE: Final = (100, 600_000)
+# Lag is counted exactly up to this many events; beyond it, head minus position is reported.
+LAG_COUNT_MAX: Final = 100_000
+# The balance check reads the ledger's account-opening events this many ids at a time.
+CHECK_SCAN_IDS: Final = 1_000_000
+CHECK_PAGE_ROWS: Final = 500
+# The projections' own connection pool, unless PROJECTIONS_POSTGRES_POOL_SIZE etc. say otherwise.
+POOL_DEFAULTS: Final = {"PROJECTIONS_POSTGRES_POOL_SIZE": "2",
+                        "PROJECTIONS_POSTGRES_MAX_OVERFLOW": "4"}
+
+_START_PATTERN = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+
+
+class ProjectionSetupError(Exception):
+    """The read side cannot run as configured; the message says which setting to change."""
+
+
+def setting(env: Mapping[str, str], key: str, default: str) -> str:
+    value = env.get(key)
+    if value is None:
+        value = os.environ.get(key)
+    return default if value is None or not value.strip() else value.strip()
+
+
+def statement_timeout_ms(env: Mapping[str, str]) -> int:
+    raw = setting(env, STATEMENT_TIMEOUT_MS, str(STATEMENT_TIMEOUT_MS_DEFAULT))
+    low, high = STATEMENT_TIMEOUT_MS_RANGE
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ProjectionSetupError(f"{STATEMENT_TIMEOUT_MS}={raw!r} is not a whole number of "
+                                   f"milliseconds from {low} to {high}")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class GamingDay:
+    """A casino's accounting day: it starts at ``start`` (wall-clock time) in ``tz``.
+
+    An instant belongs to the gaming day whose start it follows: with a 06:00 start, 05:59
+    local time on the 2nd is still the gaming day of the 1st. Wall-clock arithmetic keeps this
+    right across daylight-saving changes (a gaming day may then last 23 or 25 hours).
+    """
+
+    tz_name: str = "UTC"
+    start: time = time(6, 0)
+
+    def __post_init__(self) -> None:
+        try:
+            ZoneInfo(self.tz_name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ProjectionSetupError(f"{GAMING_DAY_TZ}={self.tz_name!r} is not an IANA time "
+                                       "zone such as UTC or Europe/Monaco") from None
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.tz_name)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> GamingDay:
+        tz_name = setting(env, GAMING_DAY_TZ, "UTC")
+        raw = setting(env, GAMING_DAY_START, "06:00")
+        match = _START_PATTERN.match(raw)
+        if match is None:
+            raise ProjectionSetupError(f"{GAMING_DAY_START}={raw!r} is not a time of day "
+                                       "written HH:MM, such as 06:00")
+        return cls(tz_name, time(int(match[1]), int(match[2])))
+
+    def day_of(self, at: datetime) -> date:
+        if at.tzinfo is None:
+            raise ValueError("a gaming day needs an aware time")
+        local = at.astimezone(self.tz)
+        return local.date() if local.time() >= self.start else local.date() - timedelta(days=1)
+
+    def bounds(self, day: date) -> tuple[datetime, datetime]:
+        """The UTC instants at which ``day`` begins and the next gaming day begins."""
+        tz = self.tz
+        begin = datetime.combine(day, self.start, tzinfo=tz).astimezone(UTC)
+        end = datetime.combine(day + timedelta(days=1), self.start, tzinfo=tz).astimezone(UTC)
+        return begin, end
+
+    def describe(self) -> str:
+        return f"{self.start:%H:%M} {self.tz_name}"

@@ -1,0 +1,233 @@
+"""Table/day figures: what a casino reconciles per table and gaming day.
+
+Per table and gaming day: rounds played (started that day), settled and voided, rulings, and
+the money that moved that day, each movement counted on the gaming day of the event that moved
+it: ``staked``, ``paid_out`` to bettors, ``house_win``, and the change in chips held
+(``held_delta``) and in rounds left open (``open_delta``), whose running sums give what is
+still held and open at each day's end. The report (:mod:`projections.queries`) adds a
+"no activity" row for every day the table was open without a round; the open intervals come
+from the table's Created, Closed and Reopened events.
+
+The gaming day (``PITBOSS_GAMING_DAY_TZ``, ``PITBOSS_GAMING_DAY_START``) is fixed when the
+view's tables are created and stored with them, so every row of one view uses the same
+boundary. Changing it takes a rebuild (``projections.rebuild``), which builds fresh tables
+under the new setting and swaps them in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date, datetime, time
+from typing import Any, ClassVar
+from uuid import UUID
+
+from eventsourcing.postgres import PostgresDatastore
+from psycopg.sql import SQL, Composed, Identifier, Literal
+
+from ledger.aggregates.round import Round
+from ledger.aggregates.table import Table
+from ledger.engine import facts as f
+from ledger.errors import InvariantBroken
+from projections.amounts import NONE, QUIET_FACTS, Money, money_of
+from projections.base import BatchProjection, Curs, Item, View, known_topics, next_version
+from projections.settings import GamingDay
+
+ROUND_STREAM = "pitboss:Round."
+TABLE_STREAM = "pitboss:Table."
+_STREAMS = (ROUND_STREAM, TABLE_STREAM)
+_TOPICS = tuple(t for t in known_topics(Round, Table) if t.startswith(_STREAMS))
+_DECODED = (ROUND_STREAM, Table.Created.TOPIC, Table.Closed.TOPIC, Table.Reopened.TOPIC)
+_QUIET = frozenset(Round.EVENT_FOR_FACT[c].TOPIC for c in QUIET_FACTS)
+_ENDS = (f.RoundSettled, f.RoundVoided, f.RulingRecorded)  # counted even without money
+
+COUNTERS = ("rounds_played", "rounds_settled", "rounds_voided", "rulings", "staked",
+            "paid_out", "house_win", "held_delta", "open_delta")
+_DAY_COLUMNS = ("table_id", "gaming_day", *COUNTERS, "last_notification_id")
+
+
+class TableDaysView(View):
+    base = "table_days"
+    parts = ("settings", "tables", "intervals", "rounds", "days")
+
+    def __init__(self, datastore: PostgresDatastore, *, tracking_table_name: str | None = None,
+                 generation: str = "", gaming_day: GamingDay | None = None,
+                 **kwargs: Any) -> None:
+        self.gaming_day = gaming_day or GamingDay.from_env({})
+        super().__init__(datastore, tracking_table_name=tracking_table_name,
+                         generation=generation, **kwargs)
+
+    def create_statements(self) -> list[Composed]:
+        q = self.qualified
+        return [
+            # The gaming day this generation of the view counts in; one row, set at creation.
+            SQL("CREATE TABLE IF NOT EXISTS {} (singleton boolean PRIMARY KEY DEFAULT true "
+                "CHECK (singleton), tz text NOT NULL, day_start time NOT NULL)"
+                ).format(q("settings")),
+            SQL("INSERT INTO {} (tz, day_start) VALUES ({}, {}) ON CONFLICT DO NOTHING").format(
+                q("settings"), Literal(self.gaming_day.tz_name),
+                Literal(self.gaming_day.start.isoformat())),
+            SQL("CREATE TABLE IF NOT EXISTS {} (table_id uuid PRIMARY KEY, name text NOT NULL, "
+                "currency text NOT NULL, version bigint NOT NULL)").format(q("tables")),
+            SQL("CREATE TABLE IF NOT EXISTS {} (table_id uuid NOT NULL, "
+                "opened_at timestamptz NOT NULL, closed_at timestamptz, "
+                "PRIMARY KEY (table_id, opened_at))").format(q("intervals")),
+            SQL("CREATE TABLE IF NOT EXISTS {} (round_id uuid PRIMARY KEY, "
+                "table_id uuid NOT NULL, version bigint NOT NULL)").format(q("rounds")),
+            SQL("CREATE TABLE IF NOT EXISTS {} (table_id uuid NOT NULL, gaming_day date NOT NULL, "
+                "rounds_played integer NOT NULL, rounds_settled integer NOT NULL, "
+                "rounds_voided integer NOT NULL, rulings integer NOT NULL, "
+                "staked bigint NOT NULL, paid_out bigint NOT NULL, house_win bigint NOT NULL, "
+                "held_delta bigint NOT NULL, open_delta integer NOT NULL, "
+                "last_notification_id bigint NOT NULL, PRIMARY KEY (table_id, gaming_day), "
+                "CONSTRAINT money_conserved CHECK (staked - paid_out - house_win = held_delta))"
+                ).format(q("days")),
+        ]
+
+
+def stored_gaming_day(curs: Curs, view: View) -> GamingDay:
+    curs.execute(SQL("SELECT tz, day_start FROM {}").format(view.qualified("settings")))
+    row = curs.fetchone()
+    if row is None:
+        raise InvariantBroken(f"{view.name_of('settings')} has no gaming-day row")
+    start: time = row["day_start"]
+    return GamingDay(row["tz"], start)
+
+
+class TableDaysProjection(BatchProjection[TableDaysView]):
+    name = "table_days"
+    view_class: ClassVar[type[View]] = TableDaysView
+    streams = _STREAMS
+    decoded = _DECODED
+    undecoded = _QUIET
+    topics = _TOPICS
+
+    def __init__(self, view: TableDaysView) -> None:
+        super().__init__(view)
+        q = view.qualified
+        self._select_tables = SQL(
+            "SELECT table_id, name, currency, version FROM {} WHERE table_id = ANY(%s)"
+            ).format(q("tables"))
+        self._select_rounds = SQL(
+            "SELECT round_id, table_id, version FROM {} WHERE round_id = ANY(%s)"
+            ).format(q("rounds"))
+        self._upsert_table = SQL(
+            "INSERT INTO {} (table_id, name, currency, version) "
+            "VALUES (%(table_id)s, %(name)s, %(currency)s, %(version)s) "
+            "ON CONFLICT (table_id) DO UPDATE SET version = EXCLUDED.version").format(q("tables"))
+        self._upsert_round = SQL(
+            "INSERT INTO {} (round_id, table_id, version) "
+            "VALUES (%(round_id)s, %(table_id)s, %(version)s) "
+            "ON CONFLICT (round_id) DO UPDATE SET version = EXCLUDED.version").format(q("rounds"))
+        self._open = SQL("INSERT INTO {} (table_id, opened_at) VALUES (%s, %s)").format(
+            q("intervals"))
+        self._close = SQL("UPDATE {} SET closed_at = %s WHERE table_id = %s AND closed_at IS NULL"
+                          ).format(q("intervals"))
+        self._upsert_day = SQL(
+            "INSERT INTO {0} AS d ({1}) VALUES ({2}) ON CONFLICT (table_id, gaming_day) "
+            "DO UPDATE SET {3}, last_notification_id = EXCLUDED.last_notification_id").format(
+            q("days"), SQL(", ").join(map(Identifier, _DAY_COLUMNS)),
+            SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in _DAY_COLUMNS),
+            SQL(", ").join(SQL("{0} = d.{0} + EXCLUDED.{0}").format(Identifier(c))
+                           for c in COUNTERS))
+
+    def apply(self, curs: Curs, items: Sequence[Item]) -> None:
+        gaming_day = stored_gaming_day(curs, self.view)
+        tables = self._load(curs, self._select_tables, "table_id", items, TABLE_STREAM,
+                            Table.Created.TOPIC)
+        rounds = self._load(curs, self._select_rounds, "round_id", items, ROUND_STREAM,
+                            Round.Created.TOPIC)
+        days: dict[tuple[UUID, date], dict[str, Any]] = {}
+        touched_tables: dict[UUID, dict[str, Any]] = {}
+        touched_rounds: dict[UUID, dict[str, Any]] = {}
+
+        def day_row(table_id: UUID, at: datetime, item: Item) -> dict[str, Any]:
+            key = (table_id, gaming_day.day_of(at))
+            row = days.get(key)
+            if row is None:
+                row = days[key] = dict.fromkeys(COUNTERS, 0)
+                row.update(table_id=key[0], gaming_day=key[1])
+            row["last_notification_id"] = item.notification_id
+            return row
+
+        for item in items:
+            key = item.originator_id
+            if item.topic.startswith(TABLE_STREAM):
+                tables[key] = touched_tables[key] = self._table(curs, tables.get(key), item)
+                continue
+            event = item.event
+            created = item.topic == Round.Created.TOPIC
+            fresh = {"round_id": key, "table_id": event.table_id} if created else None
+            row = _versioned("round", rounds.get(key), item, fresh)
+            rounds[key] = touched_rounds[key] = row
+            if created:
+                counts = day_row(row["table_id"], event.timestamp, item)
+                counts["rounds_played"] += 1
+                counts["open_delta"] += 1
+            elif isinstance(event, Round.Recorded):
+                fact = event.fact()
+                money = money_of(fact)
+                if money != NONE or isinstance(fact, _ENDS):
+                    _count(day_row(row["table_id"], event.timestamp, item), fact, money, item)
+        if touched_tables:
+            curs.executemany(self._upsert_table, list(touched_tables.values()))
+        if touched_rounds:
+            curs.executemany(self._upsert_round, list(touched_rounds.values()))
+        if days:
+            curs.executemany(self._upsert_day, list(days.values()))
+
+    @staticmethod
+    def _load(curs: Curs, statement: Composed, column: str, items: Sequence[Item],
+              stream: str, created: str) -> dict[UUID, dict[str, Any]]:
+        wanted = list({i.originator_id for i in items
+                       if i.topic.startswith(stream) and i.topic != created})
+        if not wanted:
+            return {}
+        curs.execute(statement, (wanted,))
+        return {row[column]: row for row in curs.fetchall()}
+
+    def _table(self, curs: Curs, row: dict[str, Any] | None, item: Item) -> dict[str, Any]:
+        event = item.event
+        fresh = ({"table_id": item.originator_id, "name": event.name,
+                  "currency": event.currency} if item.topic == Table.Created.TOPIC else None)
+        row = _versioned("table", row, item, fresh)
+        if isinstance(event, Table.Created | Table.Reopened):
+            curs.execute(self._open, (item.originator_id, event.timestamp))
+        elif isinstance(event, Table.Closed):
+            curs.execute(self._close, (event.timestamp, item.originator_id))
+            if curs.rowcount != 1:
+                raise InvariantBroken(f"table {item.originator_id} closed while not open "
+                                      f"(notification {item.notification_id})")
+        return row
+
+
+def _versioned(kind: str, row: dict[str, Any] | None, item: Item,
+               fresh: dict[str, Any] | None) -> dict[str, Any]:
+    """The row with the item's version checked and counted; ``fresh`` on creation."""
+    if fresh is not None:
+        if row is not None:
+            raise InvariantBroken(f"{kind} {item.originator_id} was created twice")
+        fresh["version"] = next_version(kind, item.originator_id, 0, item)
+        return fresh
+    if row is None:
+        raise InvariantBroken(f"{kind} {item.originator_id}: {item.topic} (notification "
+                              f"{item.notification_id}) arrived before it was created")
+    row["version"] = next_version(kind, item.originator_id, row["version"], item)
+    return row
+
+
+def _count(counts: dict[str, Any], fact: f.Fact, money: Money, item: Item) -> None:
+    if not money.balanced:
+        raise InvariantBroken(f"{item.topic} (notification {item.notification_id}) moves "
+                              "chips that do not balance (R-M4)")
+    counts["staked"] += money.staked
+    counts["paid_out"] += money.paid
+    counts["house_win"] += money.house
+    counts["held_delta"] += money.held
+    if isinstance(fact, f.RoundSettled):
+        counts["rounds_settled"] += 1
+        counts["open_delta"] -= 1
+    elif isinstance(fact, f.RoundVoided):
+        counts["rounds_voided"] += 1
+        counts["open_delta"] -= 1
+    elif isinstance(fact, f.RulingRecorded):
+        counts["rulings"] += 1

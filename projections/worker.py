@@ -1,0 +1,170 @@
+"""The projection worker: keeps every projection up to date with the ledger's log.
+
+``run_worker`` is what ``pitboss project`` runs. It applies the log in batches (one
+transaction per projection and page, tracking row included: exactly once), so a kill at any
+moment loses nothing and counts nothing twice; the next start resumes from the tracking rows.
+When it has caught up it waits for the ledger's ``NOTIFY`` (every save sends one) or at most
+``poll_interval_s``, so new events are projected within milliseconds, and polling still works
+if the ``LISTEN`` connection is lost. Database outages are retried with a capped backoff.
+Positions and lags are logged every ``REPORT_INTERVAL_S`` and when the worker stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+from eventsourcing.persistence import InterfaceError, OperationalError
+from psycopg.sql import SQL, Identifier
+
+from projections.base import TrackingConflict
+from projections.engine import Engine, Reader
+from projections.settings import (
+    BATCH_SIZE_MAX,
+    POLL_INTERVAL_MAX_S,
+    POLL_INTERVAL_MIN_S,
+    GamingDay,
+)
+from projections.table_days import TableDaysView, stored_gaming_day
+
+REPORT_INTERVAL_S = 10.0
+BACKOFF_MIN_S = 0.5
+BACKOFF_MAX_S = 10.0
+WAIT_SLICE_S = 0.25  # how often a wait looks at ``stop``
+LISTEN_RETRY_S = 5.0
+TRANSIENT = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def run_worker(env: Mapping[str, str], stop: threading.Event, *, batch_size: int,
+               poll_interval_s: float, log: logging.Logger) -> None:
+    """Project the ledger's events until ``stop`` is set; see the module docstring."""
+    if type(batch_size) is not int or not 1 <= batch_size <= BATCH_SIZE_MAX:
+        raise ValueError(f"batch_size must be a whole number from 1 to {BATCH_SIZE_MAX}")
+    if not POLL_INTERVAL_MIN_S <= poll_interval_s <= POLL_INTERVAL_MAX_S:
+        raise ValueError(f"poll_interval_s must be from {POLL_INTERVAL_MIN_S} to "
+                         f"{POLL_INTERVAL_MAX_S} seconds")
+    with Engine(env) as engine:
+        _check_gaming_day(engine, env, log)
+        waker = Waker(engine.reader, log)
+        try:
+            _log_positions(engine, log, "projection worker started")
+            _loop(engine, waker, stop, batch_size, poll_interval_s, log)
+        finally:
+            waker.close()
+            _log_positions(engine, log, "projection worker stopped")
+
+
+def _loop(engine: Engine, waker: Waker, stop: threading.Event, batch_size: int,
+          poll_interval_s: float, log: logging.Logger) -> None:
+    backoff = BACKOFF_MIN_S
+    reported = time.monotonic()
+    read = 0
+    while not stop.is_set():
+        try:
+            n = engine.step(batch_size)
+            backoff = BACKOFF_MIN_S
+        except TrackingConflict as conflict:
+            log.warning("%s: another worker or a rebuild moved it; reading the positions "
+                        "again", conflict)
+            _retry(engine.reload, log)
+            continue
+        except TRANSIENT as error:
+            log.warning("the database is not answering (%s); retrying in %.1f s", error, backoff)
+            stop.wait(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+            _retry(engine.reload, log)
+            continue
+        read += n
+        now = time.monotonic()
+        if now - reported >= REPORT_INTERVAL_S:
+            rate = read / (now - reported)
+            _log_positions(engine, log, f"projected {read} events ({rate:.0f}/s)")
+            reported, read = now, 0
+        if n < batch_size:
+            waker.wait(poll_interval_s, stop)
+
+
+def _check_gaming_day(engine: Engine, env: Mapping[str, str], log: logging.Logger) -> None:
+    """The table/day view keeps the gaming day it was built with; say so if that differs."""
+    wanted = GamingDay.from_env(env)
+    for projection in engine.projections:
+        if isinstance(projection.view, TableDaysView):
+            with projection.view.datastore.transaction(commit=False) as curs:
+                built = stored_gaming_day(curs, projection.view)
+            if built != wanted:
+                log.warning("table_days counts gaming days from %s, as its tables were built; "
+                            "the settings now say %s: rebuild table_days to apply them",
+                            built.describe(), wanted.describe())
+
+
+def _retry(action: Any, log: logging.Logger) -> None:
+    try:
+        action()
+    except TRANSIENT as error:
+        log.warning("the database is still not answering (%s)", error)
+
+
+def _log_positions(engine: Engine, log: logging.Logger, what: str) -> None:
+    try:
+        positions = engine.positions()
+    except TRANSIENT as error:
+        log.warning("%s; positions unknown (%s)", what, error)
+        return
+    log.info("%s; %s", what, "; ".join(
+        f"{p['projection']} at {p['position']} of {p['ledger_head']} "
+        f"(lag {p['lag_events']} events)" for p in positions))
+
+
+class Waker:
+    """Wakes the worker when the ledger commits (``LISTEN`` on its channel), else on time."""
+
+    def __init__(self, reader: Reader, log: logging.Logger) -> None:
+        pool_kwargs = reader.recorder.datastore.pool.kwargs
+        kwargs: dict[str, Any] = pool_kwargs if isinstance(pool_kwargs, dict) else {}
+        self._connect_kwargs = {k: v for k, v in kwargs.items()
+                                if k in ("dbname", "host", "port", "user", "password")}
+        self._channel = reader.channel
+        self._log = log
+        self._conn: psycopg.Connection[Any] | None = None
+        self._next_attempt = 0.0
+        self._listen()
+
+    def _listen(self) -> psycopg.Connection[Any] | None:
+        if self._conn is None and time.monotonic() >= self._next_attempt:
+            self._next_attempt = time.monotonic() + LISTEN_RETRY_S
+            try:
+                conn = psycopg.connect(**self._connect_kwargs, autocommit=True,
+                                       connect_timeout=5)
+                conn.execute(SQL("LISTEN {}").format(Identifier(self._channel)))
+                self._conn = conn
+            except psycopg.Error as error:
+                self._log.warning("cannot LISTEN for new events (%s); polling instead", error)
+        return self._conn
+
+    def wait(self, timeout_s: float, stop: threading.Event) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            slice_s = min(remaining, WAIT_SLICE_S)
+            conn = self._listen()
+            if conn is None:
+                stop.wait(slice_s)
+                continue
+            try:
+                for _ in conn.notifies(timeout=slice_s, stop_after=1):
+                    return
+            except psycopg.Error:
+                self.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            finally:
+                self._conn = None

@@ -1,0 +1,109 @@
+"""The auditor's views never reveal a live shoe, nor a face-down card, on any route."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Flask
+
+from ledger.aggregates.shoe import ShoeRecord
+from tests.e2e.conftest import NAMES, Desk, Http
+from tests.e2e.routes import fill, param_names, routes
+from tests.e2e.test_roles import expected_table
+from tests.scripted import SteeredShuffle
+
+SECRET_KEYS = {"order", "salt", "sealed_order"}
+HOLE = "9H"
+NEXT = "2C 3D 4S 5H 6C"  # the shoe's next cards after the round below
+
+
+def keys_in(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in keys_in(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in keys_in(v)}
+    return set()
+
+
+def live_tables(app: Flask) -> tuple[Http, dict[str, list[Any]]]:
+    """A wild21 table mid-round (hole card down) and a casino table with a settled round."""
+    http = Http(app.test_client())
+    wild = Desk(http, "wild21", players=("P1",), name="W")
+    live = wild.round()
+    wild.do("stakes", bettor="P1", box=1, amount=100)
+    wild.do("deal")
+    settled_desk = Desk(http, "casino", players=("P2", "P3"), name="C")
+    settled = settled_desk.round()
+    settled_desk.do("stakes", bettor="P2", box=1, amount=10)
+    settled_desk.do("stakes", bettor="P3", box=2, amount=10)
+    settled_desk.do("deal")
+    for box, player in ((1, "P2"), (2, "P3")):
+        if http.ok(http.get(f"/rounds/{settled}"))["turn"]:
+            settled_desk.do("stand", player=player, box=box)
+    settled_desk.do("dealer")
+    settled_desk.do("settle")
+    betting = settled_desk.round()
+    rounds = [live, settled, betting]
+    shoes = [http.ok(http.get(f"/rounds/{r}"))["shoe_id"] for r in rounds]
+    versions = range(1, max(http.ok(http.get(f"/rounds/{r}"))["version"] for r in rounds) + 1)
+    return http, {"round_id": rounds, "table_id": [wild.table, settled_desk.table],
+                  "shoe_id": shoes, "player": ["P1", "P2", "P3"], "version": list(versions)}
+
+
+def test_no_auditor_view_shows_a_live_shoe_or_a_face_down_card(make_app):
+    # wild21 deals box 1, the dealer's face-down card, box 1, the dealer's upcard.
+    app = make_app(SteeredShuffle(f"TS {HOLE} 8D 7C {NEXT}", f"TS TH TD 9S 7C 8D {NEXT}"))
+    http, values = live_tables(app)
+    led = app.extensions["pitboss"].ledger()
+    sealed = {led.repository.get(s).sealed_order for s in set(values["shoe_id"])}
+    assert all(isinstance(led.repository.get(s), ShoeRecord) for s in set(values["shoe_id"]))
+    table = expected_table(app)
+    seen: set[tuple[str, str]] = set()
+    for (method, rule), roles in table.items():
+        if method != "GET" or "auditor" not in roles:
+            continue
+        for path in _paths(rule, values):
+            response = http.get(path)
+            assert response.status_code < 500, path
+            text = response.get_data(as_text=True)
+            body = json.loads(text)
+            assert not SECRET_KEYS & keys_in(body), path
+            assert not any(s in text for s in sealed), path
+            assert HOLE not in text, path
+            assert NEXT.split()[0] + '"' not in text.replace(" ", ""), path
+            seen.add((method, rule))
+    auditor_gets = {k for k, roles in table.items() if k[0] == "GET" and "auditor" in roles}
+    assert seen == auditor_gets
+    assert {e["actor"] for e in http.ok(http.get(f"/audit/rounds/{values['round_id'][0]}/events"))
+            } == {NAMES["dealer"]}
+
+
+def _paths(rule: str, values: dict[str, list[Any]]) -> list[str]:
+    names = param_names(rule)
+    if not names:
+        return [rule]
+    paths = [rule]
+    for name in names:
+        paths = [fill_one(p, name, v) for p in paths for v in values[name]]
+    return paths
+
+
+def fill_one(rule: str, name: str, value: Any) -> str:
+    return fill(rule, _Partial(name, value))
+
+
+class _Partial(dict[str, Any]):
+    """Fills one parameter and leaves the others as they are."""
+
+    def __init__(self, name: str, value: Any) -> None:
+        super().__init__()
+        self._name, self._value = name, value
+
+    def __getitem__(self, key: str) -> Any:
+        return self._value if key == self._name else f"<{key}>"
+
+
+def test_the_filler_keeps_other_parameters(make_app):
+    assert fill_one("/a/<uuid:x>/<int:y>", "x", 1) == "/a/1/<y>"
+    assert list(routes(make_app()))

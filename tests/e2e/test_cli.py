@@ -1,0 +1,294 @@
+"""The command line around the API: keys, the shoe key, simulate and replay over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import stat
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from werkzeug.serving import make_server
+
+from api.app import create_app
+from api.auth import KeyConfigError, KeyRing, hash_key, keyring_from, parse_keys
+from api.cli import main
+from api.secrets_files import ShoeKeyError, load_shoe_key
+from api.simulate import next_decision
+from ledger.sealing import ShoeSealer
+from tests.e2e.conftest import KEYS, NAMES, Http, problem_of
+
+
+def test_keys_create_stores_only_the_hash_and_prints_the_key_once(tmp_path):
+    path = tmp_path / "keys.jsonl"
+    runner = CliRunner()
+    result = runner.invoke(main, ["keys", "create", "--name", "alice", "--role", "auditor",
+                                  "--file", str(path)])
+    assert result.exit_code == 0, result.output
+    key = result.stdout.strip()
+    assert key.startswith("pbk_")
+    assert len(key) > 40
+    stored = path.read_text()
+    assert key not in stored
+    assert json.loads(stored)["key_hash"] == hash_key(key)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    again = runner.invoke(main, ["keys", "create", "--name", "alice", "--role", "dealer",
+                                 "--file", str(path)])
+    assert again.exit_code == 1
+    assert "already has a key named 'alice'" in again.output
+    listed = runner.invoke(main, ["keys", "list", "--file", str(path)])
+    assert listed.stdout == "alice\tauditor\n"
+    revoked = runner.invoke(main, ["keys", "revoke", "--name", "alice", "--file", str(path)])
+    assert revoked.exit_code == 0
+    assert parse_keys(path.read_text(), source="x") == []
+
+
+def test_a_key_file_is_read_again_when_it_changes(tmp_path, database):
+    path = tmp_path / "keys.jsonl"
+    ring = keyring_from({"PITBOSS_KEYS_FILE": str(path)}, tmp_path / "unused")
+    app = create_app({"DATABASE": database, "TESTING": True, "SHOE_KEY": b"k" * 32})
+    app.extensions["pitboss.keys"] = ring
+    http = Http(app.test_client())
+    headers = {"Authorization": "Bearer pbk_nothing-yet"}
+    problem_of(http.request("GET", "/whoami", role=None, headers=headers), 401)
+    key = CliRunner().invoke(main, ["keys", "create", "--name", "bob", "--role", "cashier",
+                                    "--file", str(path)]).stdout.strip()
+    answer = http.request("GET", "/whoami", role=None, headers={"Authorization": f"Bearer {key}"})
+    assert answer.get_json() == {"name": "bob", "role": "cashier"}
+    CliRunner().invoke(main, ["keys", "revoke", "--name", "bob", "--file", str(path)])
+    problem_of(http.request("GET", "/whoami", role=None,
+                            headers={"Authorization": f"Bearer {key}"}), 401)
+
+
+@pytest.mark.parametrize("text", [
+    '{"name": "a", "role": "croupier", "key_hash": "' + "0" * 64 + '"}',
+    '{"name": "a", "role": "dealer", "key_hash": "abc"}',
+    '{"name": " a", "role": "dealer", "key_hash": "' + "0" * 64 + '"}',
+    '[{"name": "a", "role": "dealer"}]',
+    "not json",
+    '{"name": "a", "role": "dealer", "key_hash": "' + "0" * 64 + '"}\n'
+    '{"name": "a", "role": "auditor", "key_hash": "' + "1" * 64 + '"}',
+])
+def test_a_malformed_key_file_is_refused_with_a_reason(text):
+    with pytest.raises(KeyConfigError):
+        parse_keys(text, source="keys")
+
+
+def test_keys_may_come_from_the_environment(tmp_path):
+    inline = json.dumps([{"name": "eve", "role": "manager", "key_hash": hash_key("pbk_e")}])
+    ring = keyring_from({"PITBOSS_KEYS": inline}, tmp_path / "absent.jsonl")
+    found = ring.find("pbk_e")
+    assert found is not None
+    assert (found.name, found.role) == ("eve", "manager")
+    assert ring.find("pbk_x") is None
+    assert KeyRing().find("anything") is None
+
+
+def test_the_shoe_key_file_is_created_once_with_mode_600(tmp_path):
+    env = {"PITBOSS_DATA_DIR": str(tmp_path / "pgdata")}
+    key = load_shoe_key(env)
+    path = tmp_path / "shoe.key"
+    assert len(key) == 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_shoe_key(env) == key
+    assert load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)}) == key
+
+
+def test_the_shoe_key_is_not_created_for_an_external_database_unless_allowed(tmp_path):
+    env = {"DATABASE_URL": "postgresql://u@db/x", "PITBOSS_SHOE_KEY_FILE": str(tmp_path / "k")}
+    with pytest.raises(ShoeKeyError, match="PITBOSS_SHOE_KEY_CREATE"):
+        load_shoe_key(env)
+    assert not (tmp_path / "k").exists()
+    assert len(load_shoe_key({**env, "PITBOSS_SHOE_KEY_CREATE": "yes"})) == 32
+
+
+def test_the_shoe_key_may_come_from_the_environment_as_hex():
+    key = ShoeSealer.new_key()
+    assert load_shoe_key({"PITBOSS_SHOE_KEY": key.hex()}) == key
+    with pytest.raises(ShoeKeyError, match="64 hex digits"):
+        load_shoe_key({"PITBOSS_SHOE_KEY": "abc"})
+
+
+def test_serve_refuses_to_start_without_a_shoe_key_for_an_external_database(
+        tmp_path, database, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("PITBOSS_SHOE_KEY_FILE", str(tmp_path / "missing.key"))
+    monkeypatch.delenv("PITBOSS_SHOE_KEY", raising=False)
+    monkeypatch.delenv("PITBOSS_SHOE_KEY_CREATE", raising=False)
+    result = CliRunner().invoke(main, ["serve"])
+    assert result.exit_code == 1
+    assert "no shoe key" in result.output
+
+
+# --- over real HTTP --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def served(make_app) -> Iterator[tuple[str, object]]:
+    app = make_app()
+    server = make_server("127.0.0.1", 0, app)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", app
+    finally:
+        server.shutdown()
+        thread.join()
+
+
+@pytest.mark.parametrize("preset", ["casino", "wild21", "casino_wild"])
+def test_simulate_plays_rounds_to_their_settlement_through_the_api(served, preset):
+    url, app = served
+    result = CliRunner().invoke(main, ["simulate", "--tables", "1", "--rounds", "3",
+                                       "--preset", preset, "--url", url,
+                                       "--key", KEYS["dealer"], "--key", KEYS["cashier"]])
+    assert result.exit_code == 0, result.output
+    line = result.stdout.strip().splitlines()[-1]
+    assert ": 3 rounds, last " in line
+    round_id = line.rsplit(" ", 1)[-1]
+    http = Http(app.test_client())
+    state = http.ok(http.get(f"/rounds/{round_id}"))
+    assert state["phase"] in ("settled", "voided")
+    assert http.ok(http.get(f"/audit/rounds/{round_id}/check"))["ok"]
+    events = http.ok(http.get(f"/audit/rounds/{round_id}/events"))
+    assert {e["actor"] for e in events} == {NAMES["dealer"]}
+
+    replayed = CliRunner().invoke(main, ["replay", round_id, "--url", url,
+                                         "--key", KEYS["auditor"]])
+    assert replayed.exit_code == 0, replayed.output
+    assert "round 1 opens" not in replayed.stdout
+    assert "round 3 opens" in replayed.stdout
+    assert "round settled" in replayed.stdout or "round voided" in replayed.stdout
+    assert any(s in replayed.stdout for s in "♠♥♦♣")
+
+
+def test_simulate_needs_a_dealer_and_a_cashier_key(served):
+    url, _ = served
+    result = CliRunner().invoke(main, ["simulate", "--url", url, "--key", KEYS["auditor"]])
+    assert result.exit_code == 1
+    assert "needs a dealer and a cashier key" in result.output
+
+
+def test_replay_reads_the_database_directly(make_app, database, monkeypatch):
+    app = make_app()
+    http = Http(app.test_client())
+    from tests.e2e.conftest import Desk
+
+    desk = Desk(http)
+    r = desk.round()
+    desk.do("stakes", bettor="P1", box=1, amount=10)
+    desk.do("stakes", bettor="P2", box=2, amount=10)
+    desk.do("deal")
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", app.extensions["pitboss"].env["POSTGRES_SCHEMA"])
+    result = CliRunner().invoke(main, ["replay", r])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("v1 ")
+    assert "P1 stakes 10 on box 1" in result.stdout
+    assert "betting closes: P1, P2" in result.stdout
+    assert "dealer-terminal" in lines[0]
+    missing = CliRunner().invoke(main, ["replay", "00000000-0000-0000-0000-000000000001"])
+    assert missing.exit_code == 1
+    assert "no round" in missing.output
+
+
+def test_the_simulated_players_follow_the_legal_list():
+    state: dict[str, Any] = {"phase": "playing", "legal": [
+        {"decision": "stand", "player": "A", "box": 1, "hand": 0},
+        {"decision": "hit", "player": "A", "box": 1, "hand": 0},
+        {"decision": "surrender", "player": "A", "box": 1, "hand": 0},
+        {"decision": "void", "player": "", "box": 0, "hand": 0}],
+        "turn": {"box": 1, "hand": 0},
+        "boxes": [{"box": 1, "owner": "A", "hands": [{"hand": 0, "cards": ["TS", "6D"]}]}],
+        "dealer": {"cards": ["hidden", "TC"]}}
+    assert next_decision(state) == ("surrender", {"player": "A", "box": 1})
+    state["dealer"]["cards"] = ["6C"]
+    assert next_decision(state) == ("stand", {"player": "A", "box": 1, "hand": 0})
+
+
+# --- the long-running commands, as processes -------------------------------------------------
+
+
+def _command_env(database, postgres_env, tmp_path) -> dict[str, str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("POSTGRES_", "PITBOSS_"))}
+    env.update({"DATABASE_URL": database.url(),
+                "POSTGRES_SCHEMA": postgres_env()["POSTGRES_SCHEMA"],
+                "PITBOSS_SHOE_KEY": ShoeSealer.new_key().hex(),
+                "PITBOSS_KEYS_FILE": str(tmp_path / "keys.jsonl"),
+                "PITBOSS_DATA_DIR": str(tmp_path / "pgdata")})
+    return env
+
+
+def _read_until(process, marker: str, timeout_s: float) -> list[str]:
+    import time
+
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if marker in line:
+            return lines
+    raise AssertionError(f"no {marker!r} within {timeout_s} s:\n{''.join(lines)}")
+
+
+def test_demo_serves_the_docs_and_a_demo_table_and_stops_on_sigterm(database, postgres_env,
+                                                                    tmp_path, unused_port):
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    env = _command_env(database, postgres_env, tmp_path)
+    started = time.monotonic()
+    demo = subprocess.Popen([sys.executable, "-m", "api.cli", "demo", "--port", str(unused_port),
+                             "--rounds", "2"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = _read_until(demo, "Ctrl-C stops", 60)
+        assert time.monotonic() - started < 60
+        url = f"http://127.0.0.1:{unused_port}"
+        keys = {line.split()[0]: line.split()[2] for line in lines if " key " in line}
+        assert set(keys) == {"auditor", "dealer", "cashier", "manager"}
+        with urllib.request.urlopen(f"{url}/healthz", timeout=5) as answer:
+            assert answer.status == 200
+        with urllib.request.urlopen(f"{url}/docs", timeout=5) as answer:
+            assert b"swagger" in answer.read().lower()
+        from api.client import Client
+
+        auditor = Client(url, keys["auditor"])
+        assert auditor.get("/whoami") == {"name": "demo-auditor", "role": "auditor"}
+        deadline = time.monotonic() + 20
+        while not auditor.get("/audit/rounds")["items"] and time.monotonic() < deadline:
+            time.sleep(0.2)  # the projection worker catches up
+        assert len(auditor.get("/audit/rounds")["items"]) == 2
+        auditor.close()
+    finally:
+        demo.terminate()
+        assert demo.wait(timeout=30) == 0
+        if demo.stderr is not None:
+            demo.stderr.close()
+
+
+def test_the_projection_worker_stops_cleanly_on_sigterm(database, postgres_env, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    env = _command_env(database, postgres_env, tmp_path)
+    worker = subprocess.Popen([sys.executable, "-m", "api.cli", "project", "--poll-interval",
+                               "0.1"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        _read_until(worker, "projection worker started", 30)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0
+        assert worker.stderr is not None
+        assert "projection worker stopped" in worker.stderr.read()
+        worker.stderr.close()

@@ -1,0 +1,294 @@
+"""Every refusal over HTTP: its status and its problem-details body, naming field or rule."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from eventsourcing.persistence import OperationalError
+from werkzeug.test import TestResponse
+
+from ledger.errors import Conflict, InvariantBroken
+from tests.e2e.conftest import KEYS, Desk, Http, problem_of
+from tests.scripted import SteeredShuffle
+
+ROUND = "/rounds/{}/stakes"
+
+
+@pytest.fixture
+def desk(make_app) -> Desk:
+    app = make_app(SteeredShuffle("TS TH TD 9S 7C 8D"))
+    desk = Desk(Http(app.test_client()), players=("P1", "P2"), chips=500)
+    desk.round()
+    return desk
+
+
+def stake(desk: Desk, **body) -> TestResponse:
+    return desk.http.post(ROUND.format(desk.round_id), body)
+
+
+# --- keys and roles --------------------------------------------------------------------------
+
+
+def test_no_key_is_401_naming_the_authorization_header(http):
+    response = http.request("POST", "/tables", role=None, json={"name": "T", "preset": "casino"})
+    body = problem_of(response, 401)
+    assert response.headers["WWW-Authenticate"] == "Bearer"
+    assert "Authorization" in body["errors"]
+
+
+@pytest.mark.parametrize("header", ["Bearer nope", "Basic dXNlcjpwYXNz", "Bearer", "",
+                                    "Bearer " + "x" * 300])
+def test_a_wrong_or_malformed_key_is_401(http, header):
+    response = http.request("GET", "/whoami", role=None, headers={"Authorization": header})
+    problem_of(response, 401)
+
+
+def test_the_wrong_role_is_403_naming_the_role_needed(http):
+    body = problem_of(http.post("/tables", {"name": "T", "preset": "casino"}, role="auditor"),
+                      403)
+    assert "dealer" in body["detail"]
+    assert "Authorization" in body["errors"]
+
+
+def test_the_key_check_comes_before_the_body_is_read(http):
+    # An unauthenticated caller learns nothing about the request it sent.
+    problem_of(http.request("POST", "/tables", role=None, json={"bogus": 1}), 401)
+    problem_of(http.post("/tables", {"bogus": 1}, role="cashier", key=None), 403)
+
+
+# --- malformed requests ----------------------------------------------------------------------
+
+
+def test_a_missing_idempotency_key_is_400_naming_the_header(desk):
+    body = problem_of(desk.http.post(ROUND.format(desk.round_id),
+                                     {"bettor": "P1", "box": 1, "amount": 10}, key=None), 400)
+    assert "Idempotency-Key" in body["errors"]
+    assert body["rule"] == "R-M4"
+
+
+@pytest.mark.parametrize("key", ["x" * 129, "tab\there"])
+def test_an_unusable_idempotency_key_is_400(desk, key):
+    body = problem_of(desk.http.post(ROUND.format(desk.round_id),
+                                     {"bettor": "P1", "box": 1, "amount": 10}, key=key), 400)
+    assert "Idempotency-Key" in body["errors"]
+
+
+def test_a_body_that_is_not_json_is_400(http):
+    response = http.client.post("/tables", data="{not json", content_type="application/json",
+                                headers={"Authorization": f"Bearer {KEYS['dealer']}",
+                                         "Idempotency-Key": "k1"})
+    body = problem_of(response, 400)
+    assert "body" in body["errors"]
+
+
+def test_a_body_nested_too_deeply_is_400(http):
+    response = http.client.post("/tables", data="[" * 20_000 + "]" * 20_000,
+                                content_type="application/json",
+                                headers={"Authorization": f"Bearer {KEYS['dealer']}",
+                                         "Idempotency-Key": "k1"})
+    assert "body" in problem_of(response, 400)["errors"]
+
+
+def test_a_body_over_the_cap_is_413(http):
+    response = http.post("/tables", {"name": "T", "preset": "casino", "pad": "x" * 70_000})
+    problem_of(response, 413)
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"bettor": "P1", "box": 1, "amount": 10.0}, "amount"),
+    ({"bettor": "P1", "box": 1, "amount": 10.5}, "amount"),
+    ({"bettor": "P1", "box": 1, "amount": True}, "amount"),
+    ({"bettor": "P1", "box": 1, "amount": "10"}, "amount"),
+    ({"bettor": "P1", "box": 1, "amount": 0}, "amount"),
+    ({"bettor": "P1", "box": 1, "amount": 10**12 + 1}, "amount"),
+    ({"bettor": "P1", "box": 1, "amount": 10**40}, "amount"),
+    ({"bettor": "P1", "box": 13, "amount": 10}, "box"),
+    ({"bettor": "P1", "box": False, "amount": 10}, "box"),
+    ({"bettor": "", "box": 1, "amount": 10}, "bettor"),
+    ({"bettor": "P1\n", "box": 1, "amount": 10}, "bettor"),
+    ({"bettor": "P 1", "box": 1, "amount": 10}, "bettor"),
+    ({"bettor": "P1", "box": 1}, "amount"),
+    ({"bettor": "P1", "box": 1, "amount": 10, "colour": "red"}, "colour"),
+])
+def test_a_body_off_its_schema_is_422_naming_the_field(desk, body, field):
+    response = problem_of(stake(desk, **body), 422)
+    assert field in response["errors"], response
+
+
+def test_a_body_that_is_not_an_object_is_422(desk):
+    response = desk.http.post(ROUND.format(desk.round_id), [1, 2])
+    assert "body" in problem_of(response, 422)["errors"]
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ({"limit": 501}, "limit"), ({"limit": 0}, "limit"), ({"limit": "1.0"}, "limit"),
+    ({"after": -1}, "after"), ({"colour": "red"}, "colour"),
+])
+def test_a_query_off_its_schema_is_422_naming_the_field(desk, query, field):
+    response = desk.http.get("/accounts/P1/entries", role="cashier", **query)
+    assert field in problem_of(response, 422)["errors"]
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"preset": "poker"}, "preset"),
+    ({"preset": "casino", "overrides": {"decks": 9}}, "decks"),
+    ({"preset": "casino", "overrides": {"decks": 6.0}}, "overrides.decks"),
+    ({"preset": "casino", "overrides": {"natural_pays": [3, 2, 1]}}, "overrides.natural_pays"),
+    ({"preset": "casino", "overrides": {"dealer_hole_card": True}}, "dealer_hole_card"),
+    ({"preset": "casino", "overrides": {"jokers": 2}}, "overrides.jokers"),
+    ({"preset": "casino", "limits": {"table_min": 100, "table_max": 50}}, "table_max"),
+    ({"preset": "casino", "limits": {"boxes": 13}}, "limits.boxes"),
+])
+def test_an_invalid_rule_set_is_422_naming_the_setting(http, body, field):
+    response = http.post("/tables", {"name": "T", **body})
+    problem = problem_of(response, 422)
+    assert field in problem["errors"], problem
+
+
+# --- the ledger's refusals -------------------------------------------------------------------
+
+
+def test_insufficient_chips_is_422_with_its_rule(desk):
+    body = problem_of(stake(desk, bettor="P1", box=1, amount=600), 422)
+    assert body["rule"] == "R-M3"
+    assert body["error"] == "InsufficientChips"
+    assert body["type"] == "urn:pitboss:problem:insufficient-chips"
+
+
+def test_a_stake_below_the_table_minimum_is_refused(desk):
+    body = problem_of(stake(desk, bettor="P1", box=1, amount=5), 422)
+    assert (body["rule"], body["error"]) == ("R-C8", "BetRefused")
+
+
+def test_a_lone_player_on_one_box_cannot_be_dealt(desk):
+    stake(desk, bettor="P1", box=1, amount=10)
+    body = problem_of(desk.http.post(f"/rounds/{desk.round_id}/deal"), 422)
+    assert (body["rule"], body["error"]) == ("R-C8", "DealRefused")
+
+
+def test_playing_out_of_turn_and_for_another_box_is_refused(desk):
+    stake(desk, bettor="P1", box=1, amount=10)
+    stake(desk, bettor="P2", box=2, amount=10)
+    desk.do("deal")
+    body = problem_of(desk.http.post(f"/rounds/{desk.round_id}/hit",
+                                     {"player": "P2", "box": 2}), 422)
+    assert body["error"] == "NotYourTurn"
+    body = problem_of(desk.http.post(f"/rounds/{desk.round_id}/surrender",
+                                     {"player": "P2", "box": 1}), 422)
+    assert (body["rule"], body["error"]) == ("R-C4", "NotTheOwner")
+
+
+def test_a_settled_round_takes_no_more_decisions(desk):
+    stake(desk, bettor="P1", box=1, amount=10)
+    stake(desk, bettor="P2", box=2, amount=10)
+    desk.do("deal")
+    desk.do("stand", player="P1", box=1)
+    desk.do("stand", player="P2", box=2)
+    desk.do("dealer")
+    desk.do("settle")
+    body = problem_of(desk.http.post(f"/rounds/{desk.round_id}/hit",
+                                     {"player": "P1", "box": 1}), 422)
+    assert (body["rule"], body["error"]) == ("R-V2", "RoundClosed")
+
+
+def test_a_closed_table_starts_no_round(desk):
+    desk.do("void", role="manager", reason="closing")
+    desk.http.ok(desk.http.post(f"/tables/{desk.table}/close", {"reason": "end"}))
+    body = problem_of(desk.http.post(f"/tables/{desk.table}/rounds"), 422)
+    assert body["error"] == "TableClosed"
+
+
+@pytest.mark.parametrize("path", [
+    "/rounds/{}", "/tables/{}", "/audit/shoes/{}", "/audit/rounds/{}/events",
+    "/audit/rounds/{}/replay", "/audit/rounds/{}/check", "/audit/rounds/{}/versions/1",
+    "/audit/tables/{}/house",
+])
+def test_an_unknown_id_is_404(http, path):
+    body = problem_of(http.get(path.format(uuid.uuid4())), 404)
+    assert body["error"] == "NotFound"
+
+
+def test_an_unknown_account_is_404_with_its_rule(http):
+    body = problem_of(http.get("/accounts/nobody", role="cashier"), 404)
+    assert body["rule"] == "R-M3"
+    problem_of(http.post("/accounts/nobody/buy-in", {"amount": 5}, role="cashier"), 404)
+
+
+def test_a_malformed_id_or_version_in_the_path_is_404(http):
+    problem_of(http.get("/rounds/not-a-uuid"), 404)
+    problem_of(http.get(f"/audit/rounds/{uuid.uuid4()}/versions/0"), 404)
+    problem_of(http.get(f"/audit/rounds/{uuid.uuid4()}/versions/{10**30}"), 404)
+
+
+def test_a_request_id_reused_for_another_request_is_refused(desk):
+    url = ROUND.format(desk.round_id)
+    desk.http.ok(desk.http.post(url, {"bettor": "P1", "box": 1, "amount": 10}, key="k-1"))
+    body = problem_of(desk.http.post(url, {"bettor": "P2", "box": 2, "amount": 10},
+                                     key="k-1"), 422)
+    assert (body["rule"], body["error"]) == ("R-M4", "RequestIdReused")
+    assert desk.balance("P2") == (500, 0)
+
+
+def test_an_unknown_route_and_a_wrong_method_are_problems(http):
+    problem_of(http.get("/no/such/route"), 404)
+    problem_of(http.request("DELETE", "/tables"), 405)
+
+
+# --- what only a fault can cause -------------------------------------------------------------
+
+
+def _breaking(app, monkeypatch, error: Exception) -> None:
+    led = app.extensions["pitboss"].ledger()
+
+    def fail(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(led, "table", fail)
+
+
+def test_a_lost_race_is_409(app, http, monkeypatch):
+    _breaking(app, monkeypatch, Conflict("Another request changed this first.", "R-V1"))
+    body = problem_of(http.get(f"/tables/{uuid.uuid4()}", role="dealer"), 409)
+    assert body["rule"] == "R-V1"
+
+
+def test_a_database_that_does_not_answer_is_503(app, http, monkeypatch):
+    _breaking(app, monkeypatch, OperationalError("canceling statement due to lock timeout"))
+    response = http.get(f"/tables/{uuid.uuid4()}", role="dealer")
+    problem_of(response, 503)
+    assert response.headers["Retry-After"] == "1"
+
+
+def test_a_broken_invariant_is_the_one_500_and_says_nothing_of_its_cause(app, http,
+                                                                         monkeypatch):
+    _breaking(app, monkeypatch, InvariantBroken("account P1 has a negative balance"))
+    response = http.get(f"/tables/{uuid.uuid4()}", role="dealer")
+    body = problem_of(response, 500)
+    assert "P1" not in body["detail"]
+
+
+def test_an_id_of_another_kind_is_a_404_on_every_route(desk):
+    """A table's id where a round's is due (and every other mix) finds nothing, on every route.
+
+    The ids are deterministic UUIDs of one namespace, so nothing but the aggregate's type tells
+    a table's from a round's or a shoe's.
+    """
+    from tests.e2e.routes import fill, routes
+
+    http = desk.http
+    app = http.client.application
+    state = http.ok(http.get(f"/rounds/{desk.round_id}"))
+    ids = {"table": desk.table, "round": desk.round_id, "shoe": state["shoe_id"]}
+    for method, rule in routes(app):
+        for kind, value in ids.items():
+            values = {"table_id": value, "round_id": value, "shoe_id": value, "player": "P1",
+                      "version": 1}
+            wanted = {name.removesuffix("_id") for name in ("table_id", "round_id", "shoe_id")
+                      if f":{name}>" in rule}
+            if not wanted or kind in wanted:
+                continue
+            role = "manager" if "/audit/" in rule or rule.endswith(("/void", "/rulings",
+                                                                    "/rules")) else "dealer"
+            response = http.request(method, fill(rule, values), role=role, json={})
+            assert response.status_code in (404, 422), (method, rule, kind, response.json)

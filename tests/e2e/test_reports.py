@@ -1,0 +1,129 @@
+"""The read-model routes over HTTP, once the projections have caught up with the ledger."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from api.services import read_models_available
+from tests.e2e.conftest import Desk, Http, problem_of
+from tests.scripted import SteeredShuffle
+
+pytestmark = pytest.mark.skipif(not read_models_available(), reason="no read side installed")
+
+
+def catch_up(app) -> None:
+    from projections.engine import Engine
+
+    with Engine(app.extensions["pitboss"].env) as engine:
+        engine.catch_up(1000)
+
+
+@pytest.fixture
+def played(make_app):
+    """Two settled rounds and one voided at a casino_wild table; the projections caught up."""
+    app = make_app(SteeredShuffle("TS TH TD 9S 7C 8D 2C 3C 4C 5C 6C 7H"))
+    desk = Desk(Http(app.test_client()), "casino_wild")
+    rounds = []
+    for _ in range(2):
+        rounds.append(desk.round())
+        desk.do("stakes", bettor="P1", box=1, amount=100)
+        desk.do("stakes", bettor="P2", box=2, amount=50)
+        state = desk.do("deal")
+        while state["turn"] is not None:
+            box = state["turn"]["box"]
+            state = desk.do("stand", player=f"P{box}", box=box, hand=state["turn"]["hand"])
+        desk.do("dealer")
+        desk.do("settle")
+    rounds.append(desk.round())
+    desk.do("void", role="manager", reason="reports")
+    catch_up(app)
+    return app, desk, rounds
+
+
+def test_rounds_are_searched_by_table_player_and_status_a_page_at_a_time(played):
+    _, desk, rounds = played
+    http = desk.http
+    page = http.ok(http.get("/audit/rounds", table_id=desk.table, limit=2))
+    assert [r["round_id"] for r in page["items"]] == rounds[:0:-1]
+    assert page["next_cursor"]
+    rest = http.ok(http.get("/audit/rounds", table_id=desk.table, limit=2,
+                            cursor=page["next_cursor"]))
+    assert [r["round_id"] for r in rest["items"]] == [rounds[0]]
+    assert rest["next_cursor"] is None
+    settled = http.ok(http.get("/audit/rounds", status="settled", player="P2"))
+    assert {r["round_id"] for r in settled["items"]} == set(rounds[:2])
+    voided = http.ok(http.get("/audit/rounds", status="voided", role="manager"))
+    assert [r["round_id"] for r in voided["items"]] == [rounds[2]]
+    since = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    assert len(http.ok(http.get("/audit/rounds", started_from=since))["items"]) == 3
+
+
+def test_balances_house_results_and_the_balance_check_agree_with_the_ledger(played):
+    _, desk, _ = played
+    http = desk.http
+    p1 = http.ok(http.get("/audit/balances", player="P1"))["items"]
+    assert [(b["owner"], b["available"], b["held"]) for b in p1] == [
+        ("P1", *desk.balance("P1"))]
+    everyone = http.ok(http.get("/audit/balances", limit=500))["items"]
+    assert {"P1", "P2"} <= {b["owner"] for b in everyone}
+    house = http.ok(http.get("/audit/house"))
+    ledger_house = http.ok(http.get(f"/audit/tables/{desk.table}/house"))
+    assert [(h["table_id"], h["result"]) for h in house] == [(desk.table,
+                                                              ledger_house["available"])]
+    assert http.ok(http.get("/audit/balances/check")) == {"ok": True, "findings": []}
+
+
+def test_a_table_day_report_and_the_projection_lag(played):
+    _, desk, _ = played
+    http = desk.http
+    today = datetime.now(UTC).date()
+    days = http.ok(http.get(f"/audit/tables/{desk.table}/report",
+                            **{"from": (today - timedelta(days=1)).isoformat(),
+                               "to": (today + timedelta(days=1)).isoformat()}))
+    assert sum(d["rounds_settled"] for d in days) == 2
+    assert sum(d["rounds_voided"] for d in days) == 1
+    positions = http.ok(http.get("/audit/projections"))
+    assert positions
+    assert all(p["lag_events"] == 0 for p in positions)
+    desk.round()
+    assert any(p["lag_events"] > 0 for p in http.ok(http.get("/audit/projections")))
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ({"limit": 201}, "limit"), ({"status": "lost"}, "status"),
+    ({"started_from": "2025-01-01T00:00:00"}, "started_from"),
+    ({"started_from": "2025-01-02T00:00:00Z", "started_to": "2025-01-01T00:00:00Z"},
+     "started_to"),
+    ({"wild_card": "yes"}, "wild_card"), ({"table_id": "T1"}, "table_id"),
+])
+def test_a_search_off_its_schema_is_422_naming_the_field(http, query, field):
+    assert field in problem_of(http.get("/audit/rounds", **query), 422)["errors"]
+
+
+def test_a_cursor_it_did_not_give_out_is_refused(http):
+    body = problem_of(http.get("/audit/rounds", cursor="bm9wZQ"), 422)
+    assert "cursor" in body["detail"]
+
+
+def test_a_report_range_is_checked(http, make_app):
+    import uuid
+
+    path = f"/audit/tables/{uuid.uuid4()}/report"
+    assert "to" in problem_of(http.get(path, **{"from": "2025-02-01", "to": "2025-01-01"}),
+                              422)["errors"]
+    assert "to" in problem_of(http.get(path, **{"from": "2024-01-01", "to": "2025-06-01"}),
+                              422)["errors"]
+    problem_of(http.get(path, **{"from": "2025-01-01", "to": "2025-01-02"}), 404)
+
+
+def test_a_nul_character_anywhere_is_a_422_not_a_database_error(http):
+    import base64
+    import json
+
+    raw = json.dumps(["a\u0000b", "00000000-0000-0000-0000-000000000000"]).encode()
+    cursor = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    problem_of(http.get("/audit/balances", cursor=cursor), 422)
+    assert "player" in problem_of(http.get("/audit/balances", player="a\x00b"), 422)["errors"]
+    assert "player" in problem_of(http.get("/audit/rounds", player="a\x00b"), 422)["errors"]

@@ -1,0 +1,101 @@
+"""Role enforcement, route by route: the table below must name every route the app serves."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from api.auth import ROLES
+from tests.e2e.conftest import Http, problem_of
+from tests.e2e.routes import MUTATING, fill, routes
+
+D, C, M, A = "dealer", "cashier", "manager", "auditor"
+VIEW = {D, M, A}
+AUDIT = {A, M}
+
+ROUTE_ROLES: dict[tuple[str, str], set[str]] = {
+    ("GET", "/whoami"): set(ROLES),
+    ("POST", "/tables"): {D},
+    ("GET", "/tables/<uuid:table_id>"): VIEW,
+    ("POST", "/tables/<uuid:table_id>/close"): {D},
+    ("POST", "/tables/<uuid:table_id>/reopen"): {D},
+    ("POST", "/tables/<uuid:table_id>/rounds"): {D},
+    ("GET", "/tables/<uuid:table_id>/rounds"): VIEW,
+    ("POST", "/tables/<uuid:table_id>/rules"): {M},
+    ("GET", "/rounds/<uuid:round_id>"): VIEW,
+    **{("POST", f"/rounds/<uuid:round_id>/{path}"): {D} for path in (
+        "stakes", "stakes/withdraw", "deal", "hit", "stand", "double", "split", "surrender",
+        "match", "decline", "insurance", "even-money", "dealer", "settle")},
+    ("POST", "/rounds/<uuid:round_id>/void"): {M},
+    ("POST", "/rounds/<uuid:round_id>/rulings"): {M},
+    ("POST", "/accounts"): {C},
+    ("POST", "/accounts/<player>/buy-in"): {C},
+    ("POST", "/accounts/<player>/cash-out"): {C},
+    ("GET", "/accounts/<player>"): {C, M, A},
+    ("GET", "/accounts/<player>/entries"): {C, M, A},
+    ("GET", "/audit/rounds/<uuid:round_id>/events"): AUDIT,
+    ("GET", "/audit/rounds/<uuid:round_id>/versions/<int(min=1, max=1000000000):version>"):
+        AUDIT,
+    ("GET", "/audit/rounds/<uuid:round_id>/replay"): AUDIT,
+    ("GET", "/audit/rounds/<uuid:round_id>/check"): AUDIT,
+    ("GET", "/audit/shoes/<uuid:shoe_id>"): AUDIT,
+    ("GET", "/audit/shoes/<uuid:shoe_id>/verification"): AUDIT,
+    ("GET", "/audit/tables/<uuid:table_id>/house"): AUDIT,
+    ("GET", "/audit/chain"): AUDIT,
+    ("GET", "/audit/chain/head"): AUDIT,
+}
+READ_MODEL_ROUTES: dict[tuple[str, str], set[str]] = {
+    ("GET", "/audit/rounds"): AUDIT,
+    ("GET", "/audit/balances"): AUDIT,
+    ("GET", "/audit/balances/check"): AUDIT,
+    ("GET", "/audit/house"): AUDIT,
+    ("GET", "/audit/tables/<uuid:table_id>/report"): AUDIT,
+    ("GET", "/audit/projections"): AUDIT,
+}
+VALUES = {"table_id": uuid.uuid4(), "round_id": uuid.uuid4(), "shoe_id": uuid.uuid4(),
+          "player": "P1", "version": 1}
+
+
+def expected_table(app) -> dict[tuple[str, str], set[str]]:
+    served = set(routes(app))
+    table = dict(ROUTE_ROLES)
+    table.update({k: v for k, v in READ_MODEL_ROUTES.items() if k in served})
+    return table
+
+
+def test_the_table_names_every_route_the_app_serves(app):
+    assert set(routes(app)) == set(expected_table(app))
+
+
+def test_no_mutating_route_admits_the_auditor(app):
+    for (method, rule), roles in expected_table(app).items():
+        if method in MUTATING:
+            assert A not in roles, rule
+
+
+def test_every_route_refuses_a_request_without_a_key(app, http):
+    for method, rule in routes(app):
+        problem_of(http.request(method, fill(rule, VALUES), role=None, json={}), 401)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_route_admits_exactly_its_roles(app, role):
+    http = Http(app.test_client())
+    for (method, rule), roles in expected_table(app).items():
+        response = http.request(method, fill(rule, VALUES), role=role, json={})
+        if role in roles:
+            assert response.status_code not in (401, 403), (method, rule, role)
+        else:
+            body = problem_of(response, 403)
+            assert role in body["detail"], (method, rule)
+
+
+def test_views_carry_the_roles_of_the_table(app):
+    table = expected_table(app)
+    for rule in app.url_map.iter_rules():
+        view = app.view_functions[rule.endpoint]
+        for method in (rule.methods or set()) - {"HEAD", "OPTIONS"}:
+            if (method, rule.rule) in table:
+                assert view.pitboss_roles == table[method, rule.rule], rule.rule
+                assert view.pitboss_mutating == (method in MUTATING), rule.rule

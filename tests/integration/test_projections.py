@@ -1,0 +1,335 @@
+"""The read side on PostgreSQL: balances, the round index, positions, refusals, the worker."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+import pytest
+
+from api.database import DatabaseSettings
+from ledger.aggregates.account import Account
+from ledger.aggregates.ids import account_id
+from ledger.errors import DecisionRefused, InvariantBroken, NotFound
+from ledger.rules import CASINO, CASINO_WILD
+from projections.base import Item
+from projections.queries import ReadModels
+from projections.settings import ProjectionSetupError
+from projections.worker import run_worker
+from tests.integration.test_projections_support import (
+    Casino,
+    Clock,
+    connect,
+    engine,
+    head,
+    positions,
+    wait_until,
+)
+from tests.scripted import SteeredShuffle
+
+Env = dict[str, str]
+T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def env(postgres_env: Callable[[], Env]) -> Env:
+    return postgres_env()
+
+
+@pytest.fixture
+def reads(env: Env) -> Iterator[ReadModels]:
+    models = ReadModels(env)
+    yield models
+    models.close()
+
+
+class Floor:
+    """Two tables and five rounds of known shapes, an hour apart from 10:00."""
+
+    def __init__(self, env: Env) -> None:
+        self.clock = Clock(T0 - timedelta(hours=1))
+        # Wild card round (R-W2): P1 15 hits the wild card, P2's box is forfeited.
+        # Prize round (R-C7): P1 7-7 hits a third seven, 777 of mixed suits.
+        shuffle = SteeredShuffle("TS 9C 8H 5D 7C W 9D", "7S TS 9H 7D 9C 7C 8D")
+        self.casino = c = Casino.on(env, clock=self.clock, randbelow=shuffle)
+        c.fund("P1", "P2", "P3")
+        self.wild_table = c.table("Wild", CASINO_WILD)
+        self.main_table = c.table("Main", CASINO)
+        self.rounds: dict[str, UUID] = {}
+        self.at("wild", 0)
+        r = self.rounds["wild"] = self.start(self.wild_table, ["P1", "P2"])
+        c.do("hit", r, "P1", 1, 0)
+        c.finish(r)
+        self.at("prize", 1)
+        r = self.rounds["prize"] = self.start(self.main_table, ["P1", "P2"])
+        c.do("hit", r, "P1", 1, 0)
+        c.finish(r)
+        self.at("void", 2)
+        r = self.rounds["void"] = self.start(self.main_table, ["P1", "P2"], deal=False)
+        c.do("void", r, "wrong table limits")
+        self.at("ruling", 3)
+        r = self.rounds["ruling"] = c.simple_round(self.main_table, ["P2", "P3"])
+        c.do("record_ruling", r, "box 2 was paid short", [2], {"P3": 50})
+        self.at("open", 4)
+        self.rounds["open"] = self.start(self.main_table, ["P1", "P3"], deal=False)
+
+    def at(self, _: str, hours: int) -> None:
+        self.clock.set(T0 + timedelta(hours=hours))
+
+    def start(self, table: UUID, players: list[str], deal: bool = True) -> UUID:
+        r: UUID = self.casino.do("start_round", table)
+        for box, player in enumerate(players, 1):
+            self.casino.do("place_stake", r, player, box, 100)
+        if deal:
+            self.casino.do("deal", r)
+        return r
+
+
+@pytest.fixture
+def floor(env: Env) -> Iterator[Floor]:
+    floor = Floor(env)
+    with engine(env) as e:
+        e.catch_up(500)
+    yield floor
+    floor.casino.close()
+
+
+@pytest.fixture(scope="module")
+def shared(database: DatabaseSettings) -> Iterator[tuple[Floor, ReadModels]]:
+    """One floor for the tests that only read it, in a schema of the module's own."""
+    schema = f"t_{uuid4().hex[:12]}"
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    env = {**database.eventsourcing_env(), "POSTGRES_SCHEMA": schema}
+    floor = Floor(env)
+    with engine(env) as e:
+        e.catch_up(500)
+    models = ReadModels(env)
+    yield floor, models
+    models.close()
+    floor.casino.close()
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def round_nos(page: dict[str, Any]) -> list[UUID]:
+    return [UUID(item["round_id"]) for item in page["items"]]
+
+
+def test_the_round_index_finds_rounds_by_table_player_status_time_and_flags(
+        shared: tuple[Floor, ReadModels]) -> None:
+    floor, reads = shared
+    r = floor.rounds
+    newest_first = [r["open"], r["ruling"], r["void"], r["prize"], r["wild"]]
+    assert round_nos(reads.search_rounds()) == newest_first
+    assert round_nos(reads.search_rounds(table_id=floor.wild_table)) == [r["wild"]]
+    assert round_nos(reads.search_rounds(player="P3")) == [r["open"], r["ruling"]]
+    assert round_nos(reads.search_rounds(player="P3", status="settled")) == [r["ruling"]]
+    assert round_nos(reads.search_rounds(status="open")) == [r["open"]]
+    assert round_nos(reads.search_rounds(status="voided")) == [r["void"]]
+    assert round_nos(reads.search_rounds(status="settled")) == [r["ruling"], r["prize"],
+                                                                r["wild"]]
+    assert round_nos(reads.search_rounds(wild_card=True)) == [r["wild"]]
+    assert round_nos(reads.search_rounds(prize=True)) == [r["prize"]]
+    assert round_nos(reads.search_rounds(ruling=True)) == [r["ruling"]]
+    assert round_nos(reads.search_rounds(wild_card=False, prize=False)) == newest_first[:3]
+    assert round_nos(reads.search_rounds(
+        table_id=floor.main_table, status="settled", ruling=False)) == [r["prize"]]
+    # From is inclusive, to exclusive.
+    assert round_nos(reads.search_rounds(started_from=T0 + timedelta(hours=1),
+                                         started_to=T0 + timedelta(hours=3))) == [r["void"],
+                                                                                  r["prize"]]
+
+
+def test_round_rows_carry_the_rules_players_money_and_times(
+        shared: tuple[Floor, ReadModels]) -> None:
+    floor, reads = shared
+    ledger = floor.casino.ledger
+    rows = {UUID(row["round_id"]): row for row in reads.search_rounds()["items"]}
+    for name, round_id in floor.rounds.items():
+        row, state = rows[round_id], ledger.round_state(round_id)
+        assert (row["total_staked"], row["house_result"]) == (state["staked"],
+                                                              state["house_result"]), name
+        assert row["rules_hash"] == state["rules_hash"]
+        assert row["total_staked"] - row["total_paid"] - row["house_result"] == row["held"]
+    wild = rows[floor.rounds["wild"]]
+    assert wild["table_name"] == "Wild"
+    assert (wild["rules_name"], wild["rules_version"]) == ("casino_wild", 1)
+    assert wild["players"] == ["P1", "P2"]
+    started = datetime.fromisoformat(wild["started_at"])
+    assert T0 < started < T0 + timedelta(seconds=1)
+    assert started.utcoffset() == timedelta(0)
+    assert wild["ended_at"] is not None
+    assert rows[floor.rounds["open"]]["ended_at"] is None
+    assert rows[floor.rounds["open"]]["held"] == 200
+    assert rows[floor.rounds["void"]]["house_result"] == 0
+    assert rows[floor.rounds["prize"]]["house_result"] == -400  # 3:1 on 100, 1:1 on 100
+
+
+def test_keyset_pages_visit_every_round_once_in_order(
+        shared: tuple[Floor, ReadModels]) -> None:
+    _, reads = shared
+    seen: list[UUID] = []
+    cursor = None
+    for _ in range(10):
+        page = reads.search_rounds(limit=2, cursor=cursor)
+        seen += round_nos(page)
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == round_nos(reads.search_rounds(limit=50))
+    assert len(seen) == len(set(seen)) == 5
+    by_player = reads.search_rounds(player="P1", limit=1)
+    rest = reads.search_rounds(player="P1", limit=10, cursor=by_player["next_cursor"])
+    assert round_nos(by_player) + round_nos(rest) == round_nos(reads.search_rounds(player="P1"))
+
+
+def test_balances_and_house_results_agree_with_the_ledger(
+        shared: tuple[Floor, ReadModels]) -> None:
+    floor, reads = shared
+    ledger = floor.casino.ledger
+    for player in ("P1", "P2", "P3"):
+        (row,) = reads.balances(player=player)["items"]
+        assert {k: row[k] for k in ("available", "held", "total")} == {
+            k: ledger.balance(player)[k] for k in ("available", "held", "total")}
+    houses = {UUID(h["table_id"]): h for h in reads.house_results()}
+    assert set(houses) == {floor.wild_table, floor.main_table}
+    for table_id, house in houses.items():
+        assert house["result"] == ledger.house(table_id)["available"]
+    pages, cursor = [], None
+    while True:
+        page = reads.balances(limit=2, cursor=cursor)
+        pages += [item["owner"] for item in page["items"]]
+        if (cursor := page["next_cursor"]) is None:
+            break
+    assert pages == ["P1", "P2", "P3", "house:Main", "house:Wild"]
+    assert reads.check_balances(ledger) == []
+
+
+def test_the_balance_check_names_each_account_that_differs(floor: Floor, env: Env,
+                                                           reads: ReadModels) -> None:
+    with connect(env) as conn:
+        conn.execute("UPDATE balances_accounts SET available = available + 7, "
+                     "bought_in = bought_in + 7 WHERE owner = 'P2'")
+        conn.execute("DELETE FROM balances_accounts WHERE owner = 'P3'")
+        conn.execute("UPDATE balances_accounts SET version = version - 1 WHERE owner = 'P1'")
+    findings = reads.check_balances(floor.casino.ledger)
+    p3 = str(account_id("P3"))
+    assert any("account P1" in f and "was not applied" in f for f in findings), findings
+    assert any("account P2" in f and "projected available" in f for f in findings), findings
+    assert any(p3 in f and "has no row" in f for f in findings), findings
+    assert all("account P1" in f or "account P2" in f or p3 in f for f in findings), findings
+
+
+def test_positions_show_the_lag_until_the_projections_catch_up(env: Env,
+                                                               reads: ReadModels) -> None:
+    casino = Casino.on(env)
+    casino.fund("P1", "P2")
+    table = casino.table("T1")
+    casino.simple_round(table)
+    events = head(env)
+    assert reads.positions() == [{"projection": name, "position": 0, "ledger_head": events,
+                                  "lag_events": events}
+                                 for name in ("balances", "round_index", "table_days")]
+    with engine(env) as e:
+        e.catch_up(7)
+        assert [p["lag_events"] for p in e.positions()] == [0, 0, 0]
+    assert {p["position"] for p in reads.positions()} == {events}
+    casino.close()
+
+
+def test_an_event_skipped_by_the_reader_stops_the_projection_loudly(env: Env) -> None:
+    casino = Casino.on(env)
+    casino.fund("P1", "P2")
+    casino.simple_round(casino.table("T1"))
+    with engine(env) as e:
+        balances = e.projections[0]
+        page = e.reader.page(0, 1000)
+        items = [Item(n.id, n.originator_id, n.originator_version, n.topic,  # type: ignore[arg-type]
+                      e.reader.decode(n)) for n in page if balances.wants(n.topic)[0]]
+        posted = [i for i, item in enumerate(items) if item.topic == Account.Posted.TOPIC]
+        del items[posted[1]]
+        with pytest.raises(InvariantBroken, match="skipped"):
+            balances.process_batch(items, 0, page[-1].id)
+        assert balances.view.position() == 0
+    casino.close()
+
+
+@pytest.mark.parametrize(("call", "sentence"), [
+    (lambda m: m.search_rounds(limit=0), "A page holds 1 to 200 rounds"),
+    (lambda m: m.search_rounds(limit=201), "A page holds 1 to 200 rounds"),
+    (lambda m: m.search_rounds(limit=True), "A page holds"),
+    (lambda m: m.search_rounds(cursor="not-a-cursor"), "cursor"),
+    (lambda m: m.search_rounds(cursor="W10="), "cursor"),
+    (lambda m: m.search_rounds(cursor="x" * 201), "cursor"),
+    (lambda m: m.search_rounds(status="closed"), "status is one of open, settled, voided"),
+    (lambda m: m.search_rounds(player=""), "player id"),
+    (lambda m: m.search_rounds(table_id="T1"), "table id is a UUID"),
+    (lambda m: m.search_rounds(started_from=datetime(2025, 1, 1)), "time zone"),
+    (lambda m: m.search_rounds(started_from=T0, started_to=T0), "must come before"),
+    (lambda m: m.search_rounds(prize="yes"), "prize filter"),
+    (lambda m: m.balances(limit=501), "A page holds 1 to 500 accounts"),
+    (lambda m: m.balances(cursor="e30"), "cursor"),
+    (lambda m: m.table_day_report(uuid4(), date(2025, 1, 1), date(2026, 1, 2)),
+     "at most 366 days"),
+    (lambda m: m.table_day_report(uuid4(), date(2025, 1, 2), date(2025, 1, 1)),
+     "must not come after"),
+    (lambda m: m.table_day_report(uuid4(), T0, T0), "calendar date"),
+])
+def test_invalid_arguments_are_refused_with_a_sentence(reads: ReadModels, call: Any,
+                                                       sentence: str) -> None:
+    with pytest.raises(DecisionRefused, match=sentence):
+        call(reads)
+
+
+def test_a_report_for_an_unknown_table_is_not_found(reads: ReadModels) -> None:
+    with pytest.raises(NotFound):
+        reads.table_day_report(uuid4(), date(2025, 1, 1), date(2025, 1, 2))
+
+
+def test_the_projections_refuse_the_database_insert_functions(env: Env) -> None:
+    with pytest.raises(ProjectionSetupError, match="out of order"):
+        ReadModels({**env, "POSTGRES_ENABLE_DB_FUNCTIONS": "y"})
+
+
+def test_the_worker_keeps_up_and_stops_cleanly_when_asked(
+        env: Env, reads: ReadModels, caplog: pytest.LogCaptureFixture) -> None:
+    casino = Casino.on(env)
+    casino.fund("P1", "P2")
+    table = casino.table("T1")
+    stop = threading.Event()
+    log = logging.getLogger("pitboss.test.worker")
+    worker = threading.Thread(target=run_worker, args=(env, stop), kwargs={
+        "batch_size": 50, "poll_interval_s": 0.5, "log": log})
+    with caplog.at_level(logging.INFO, logger=log.name):
+        worker.start()
+        try:
+            for _ in range(3):
+                casino.simple_round(table)
+                events = head(env)
+                # Woken by the ledger's NOTIFY, well before the poll interval.
+                took = wait_until(lambda: min(positions(env).values()) >= events,  # noqa: B023
+                                  5.0, "projecting the round")
+                assert took < 0.5
+        finally:
+            stop.set()
+            worker.join(timeout=5)
+    assert not worker.is_alive()
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[0].startswith("projection worker started")
+    assert messages[-1].startswith("projection worker stopped")
+    assert f"balances at {events} of {events} (lag 0 events)" in messages[-1]
+    casino.close()
+
+
+def test_the_worker_refuses_batches_and_polls_out_of_range(env: Env) -> None:
+    log = logging.getLogger("pitboss.test.worker")
+    with pytest.raises(ValueError, match="batch_size"):
+        run_worker(env, threading.Event(), batch_size=0, poll_interval_s=1.0, log=log)
+    with pytest.raises(ValueError, match="poll_interval_s"):
+        run_worker(env, threading.Event(), batch_size=10, poll_interval_s=600.0, log=log)

@@ -1,0 +1,173 @@
+"""Exactly once: a batch that dies before its commit leaves no trace, and the resume neither
+loses an event nor counts one twice; two workers on the same views never double count.
+
+"The same as a rebuild" is the yardstick: a view rebuilt from event zero in one pass must equal
+the view that survived the failures, row for row, and the balances must equal the aggregates.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger.rules import CASINO
+from projections.engine import NAMES
+from projections.queries import ReadModels
+from projections.rebuild import rebuild
+from projections.rounds import RoundIndexProjection
+from projections.worker import run_worker
+from tests.integration.test_projections_support import (
+    WILD_HEAVY,
+    Casino,
+    dump,
+    engine,
+    head,
+    positions,
+    wait_until,
+)
+
+Env = dict[str, str]
+ROOT = Path(__file__).resolve().parents[2]
+PLAYERS = ("P1", "P2", "P3")
+
+
+@pytest.fixture
+def env(postgres_env: Callable[[], Env]) -> Env:
+    return postgres_env()
+
+
+@pytest.fixture
+def casino(env: Env) -> Iterator[Casino]:
+    casino = Casino.on(env, seed=5)
+    casino.fund(*PLAYERS)
+    yield casino
+    casino.close()
+
+
+def play(casino: Casino, rounds: int, seed: int) -> None:
+    rng = random.Random(seed)
+    tables = [casino.table(f"T{seed}-{i}", rules) for i, rules in
+              enumerate((WILD_HEAVY, CASINO))]
+    for i in range(rounds):
+        casino.random_round(tables[i % 2], PLAYERS, rng)
+
+
+def assert_exact(env: Env, casino: Casino) -> None:
+    """The views agree with the aggregates and with a rebuild from event zero."""
+    reads = ReadModels(env)
+    try:
+        assert reads.check_balances(casino.ledger) == []
+    finally:
+        reads.close()
+    survived = dump(env)
+    for name in NAMES:
+        rebuild(env, name, batch_size=1000)
+    assert dump(env) == survived
+
+
+def test_a_batch_that_fails_before_its_commit_leaves_no_trace_and_the_resume_counts_once(
+        env: Env, casino: Casino, monkeypatch: pytest.MonkeyPatch) -> None:
+    play(casino, 4, seed=1)
+    with engine(env) as e:
+        e.catch_up(40)
+    play(casino, 3, seed=2)
+    before, at = dump(env, ["round_index"]), positions(env)["round_index"]
+    original = RoundIndexProjection.apply
+    written: list[int] = []
+
+    def dies_before_commit(self: RoundIndexProjection, curs: Any, items: Any) -> None:
+        original(self, curs, items)  # every row of the batch is written...
+        written.append(len(items))
+        raise RuntimeError("power cut")  # ...and the transaction never commits
+
+    monkeypatch.setattr(RoundIndexProjection, "apply", dies_before_commit)
+    with engine(env) as e, pytest.raises(RuntimeError, match="power cut"):
+        e.catch_up(25)
+    monkeypatch.undo()
+    assert written, "the failing batch did write rows before it failed"
+    assert dump(env, ["round_index"]) == before
+    assert positions(env)["round_index"] == at
+    with engine(env) as e:
+        e.catch_up(25)
+    assert set(positions(env).values()) == {head(env)}
+    assert_exact(env, casino)
+
+
+# The worker in a child process, every batch slowed down *inside* its transaction (after its
+# rows and tracking row are written, before the commit), announcing the position it is about
+# to commit. The test kills it with SIGKILL right after an announcement.
+CHILD = """
+import json, logging, sys, threading, time
+from psycopg.sql import SQL
+from projections.engine import PROJECTION_CLASSES
+from projections.worker import run_worker
+
+def slowed(apply):
+    def slow(self, curs, items):
+        apply(self, curs, items)
+        curs.execute(SQL("SELECT notification_id FROM {} WHERE application_name = 'Ledger'")
+                     .format(self.view.qualified("tracking")))
+        print(self.name, curs.fetchone()["notification_id"], flush=True)
+        time.sleep(0.5)
+    return slow
+
+for cls in PROJECTION_CLASSES:
+    cls.apply = slowed(cls.apply)
+run_worker(json.loads(sys.argv[1]), threading.Event(), batch_size=15, poll_interval_s=0.1,
+           log=logging.getLogger("child"))
+"""
+
+
+def test_a_worker_killed_between_its_writes_and_its_commit_resumes_exactly_once(
+        env: Env, casino: Casino) -> None:
+    play(casino, 6, seed=3)
+    with subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(env)], cwd=ROOT,
+                          stdout=subprocess.PIPE, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}) as child:
+        try:
+            assert child.stdout is not None
+            announced = [child.stdout.readline().split() for _ in range(4)]
+        finally:
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait(timeout=10)
+    name, uncommitted = announced[-1][0], int(announced[-1][1])
+    # The child is gone: its open transaction can only roll back.
+    assert positions(env)[name] < uncommitted, "the killed batch must not have committed"
+    with engine(env) as e:
+        e.catch_up(15)
+    assert set(positions(env).values()) == {head(env)}
+    assert_exact(env, casino)
+
+
+def test_two_workers_on_the_same_views_never_count_an_event_twice(
+        env: Env, casino: Casino, caplog: pytest.LogCaptureFixture) -> None:
+    ReadModels(env).close()  # create the views before the workers race to
+    stop = threading.Event()
+    log = logging.getLogger("pitboss.test.workers")
+    workers = [threading.Thread(target=run_worker, args=(env, stop), kwargs={
+        "batch_size": size, "poll_interval_s": 0.02, "log": log}) for size in (3, 7)]
+    with caplog.at_level(logging.WARNING, logger=log.name):
+        for worker in workers:
+            worker.start()
+        try:
+            play(casino, 6, seed=4)
+            events = head(env)
+            wait_until(lambda: min(positions(env).values()) >= events, 20.0, "both workers")
+        finally:
+            stop.set()
+            for worker in workers:
+                worker.join(timeout=10)
+    assert not any(worker.is_alive() for worker in workers)
+
+    assert_exact(env, casino)

@@ -1,0 +1,209 @@
+"""Late commits and gaps: the projection never skips a lower id that commits late, and never
+stalls after an id that never commits.
+
+The ledger's recorder takes ``LOCK TABLE ledger_events IN EXCLUSIVE MODE`` before it draws
+notification ids and holds it through its commit (in its insert function; the library's own
+pipelined insert does the same). So a writer that holds its transaction open
+makes the other writers queue behind it rather than commit past it: ids become visible in
+order. These tests hold a writer open for a second inside the real insert path (a recorder
+that pauses after its INSERT, before its commit) or in a raw transaction that does what the
+recorder does (lock, insert, then roll back: a gap), while another ledger writes and the
+worker runs, and check what the worker does before and after.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+from eventsourcing.utils import register_topic
+from psycopg import Cursor
+from psycopg.rows import DictRow
+
+from ledger.aggregates.ids import account_id
+from ledger.storage import LedgerRecorder
+from projections.queries import ReadModels
+from projections.worker import run_worker
+from tests.integration.test_projections_support import (
+    Casino,
+    connect,
+    head,
+    positions,
+    wait_until,
+)
+
+Env = dict[str, str]
+HOLD_S = 1.0
+PAUSING = "pitboss-tests:PausingRecorder"
+
+
+class PausingRecorder(LedgerRecorder):
+    """The ledger's recorder; when armed, a save pauses after its INSERT (ids drawn, table
+    lock held, nothing committed) until released.
+
+    The ledger saves through one SQL function that locks, notifies and inserts in a single
+    autocommitted statement; armed, the same statement runs inside a transaction that is
+    held open. (Were the recorder back on the library's pipelined transaction, the pause
+    would come after its INSERT there instead.)
+    """
+
+    armed = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.inserted = threading.Event()
+        self.release = threading.Event()
+        self.ids: list[int] = []
+
+    def insert_events(self, stored_events: Sequence[Any], **kwargs: Any) -> Sequence[int] | None:
+        statement = getattr(self, "_insert_statement", None)
+        if not self.armed or statement is None:
+            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            return ids
+        params = ([e.originator_id for e in stored_events],
+                  [e.originator_version for e in stored_events],
+                  [e.topic for e in stored_events], [e.state for e in stored_events])
+        with self.datastore.get_connection() as conn, conn.transaction(), \
+                conn.cursor() as curs:
+            curs.execute(statement, params)
+            drawn = [row["notification_id"] for row in curs.fetchall()]
+            self._hold(drawn)
+        return drawn
+
+    def _fetch_ids_after_insert_events(self, curs: Cursor[DictRow], stored_events: Sequence[Any],
+                                       **kwargs: Any) -> Sequence[int] | None:
+        ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+        if self.armed:
+            self._hold(list(ids or []))
+        return ids
+
+    def _hold(self, ids: list[int]) -> None:
+        self.ids = ids
+        self.inserted.set()
+        if not self.release.wait(10):
+            raise AssertionError("never released")
+
+
+register_topic(PAUSING, PausingRecorder)
+
+
+@pytest.fixture
+def env(postgres_env: Callable[[], Env]) -> Env:
+    return postgres_env()
+
+
+@pytest.fixture
+def floor(env: Env) -> Iterator[tuple[Casino, threading.Event]]:
+    """A ledger with funded players, and the worker running on it, caught up."""
+    casino = Casino.on(env)
+    casino.fund("P1", "P2")
+    casino.simple_round(casino.table("T1"))
+    ReadModels(env).close()
+    stop = threading.Event()
+    worker = threading.Thread(target=run_worker, args=(env, stop), kwargs={
+        "batch_size": 100, "poll_interval_s": 0.05, "log": logging.getLogger("pitboss.test")})
+    worker.start()
+    events = head(env)
+    wait_until(lambda: min(positions(env).values()) >= events, 10.0, "the first catch-up")
+    try:
+        yield casino, stop
+    finally:
+        stop.set()
+        worker.join(timeout=10)
+        casino.close()
+
+
+def in_thread(action: Callable[[], Any]) -> threading.Thread:
+    thread = threading.Thread(target=action)
+    thread.start()
+    return thread
+
+
+def projected(env: Env, player: str) -> int:
+    reads = ReadModels(env)
+    try:
+        (row,) = reads.balances(player=player)["items"]
+        return int(row["available"])
+    finally:
+        reads.close()
+
+
+def test_a_writer_that_commits_late_is_neither_skipped_nor_stalls_the_worker(
+        env: Env, floor: tuple[Casino, threading.Event]) -> None:
+    casino, _ = floor
+    before = {p: casino.ledger.balance(p)["available"] for p in ("P1", "P2")}
+    start = head(env)
+    late = Casino.on({**env, "APPLICATION_RECORDER_TOPIC": PAUSING})
+    recorder = late.ledger.recorder
+    assert isinstance(recorder, PausingRecorder)
+    recorder.armed = True
+    slow = in_thread(lambda: late.ledger.buy_in(late.rid(), "cashier", "P1", 100))
+    assert recorder.inserted.wait(10)
+    (late_id, *_) = recorder.ids
+    other = in_thread(lambda: casino.ledger.buy_in(casino.rid(), "cashier", "P2", 50))
+    time.sleep(HOLD_S)
+    # The other writer queues behind the table lock; the worker has nothing new to read.
+    assert other.is_alive(), "a second writer committed past an open writer"
+    assert head(env) == start
+    assert set(positions(env).values()) == {start}
+    recorder.release.set()
+    slow.join(timeout=10)
+    other.join(timeout=10)
+    assert head(env) > late_id > start
+    events = head(env)
+    took = wait_until(lambda: min(positions(env).values()) >= events, 5.0, "projection")
+    assert took < 1.0
+    assert projected(env, "P1") == before["P1"] + 100
+    assert projected(env, "P2") == before["P2"] + 50
+    reads = ReadModels(env)
+    assert reads.check_balances(casino.ledger) == []
+    reads.close()
+    late.close()
+
+
+def test_an_id_that_never_commits_leaves_a_gap_the_worker_steps_over_at_once(
+        env: Env, floor: tuple[Casino, threading.Event]) -> None:
+    casino, _ = floor
+    before = {p: casino.ledger.balance(p)["available"] for p in ("P1", "P2")}
+    start = head(env)
+    # A realistic event to insert: P1's next account event.
+    account: Any = casino.ledger.repository.get(account_id("P1"))
+    account.buy_in(500, "cashier", "never-committed", account.modified_on)
+    (event,) = account.collect_events()
+    stored = casino.ledger.mapper.to_stored_event(event)
+    with connect(env) as conn:
+        # What the recorder does, then a rollback: the drawn id is burnt.
+        conn.execute("BEGIN")
+        conn.execute("SET LOCAL lock_timeout = '5s'")
+        conn.execute("LOCK TABLE ledger_events IN EXCLUSIVE MODE")
+        conn.execute("NOTIFY ledger_events")
+        row = conn.execute(
+            "INSERT INTO ledger_events (originator_id, originator_version, topic, state) "
+            "VALUES (%s, %s, %s, %s) RETURNING notification_id",
+            (stored.originator_id, stored.originator_version, stored.topic, stored.state),
+        ).fetchone()
+        assert row is not None
+        burnt = row[0]
+        other = in_thread(lambda: casino.ledger.buy_in(casino.rid(), "cashier", "P2", 50))
+        time.sleep(HOLD_S)
+        assert other.is_alive()
+        assert set(positions(env).values()) == {start}
+        conn.execute("ROLLBACK")
+    other.join(timeout=10)
+    events = head(env)
+    assert events > burnt > start
+    with connect(env) as conn:
+        gone = conn.execute("SELECT count(*) FROM ledger_events WHERE notification_id = %s",
+                            (burnt,)).fetchone()
+    assert gone == (0,)
+    took = wait_until(lambda: min(positions(env).values()) >= events, 5.0, "projection")
+    assert took < 1.0
+    assert projected(env, "P1") == before["P1"]
+    assert projected(env, "P2") == before["P2"] + 50
+    reads = ReadModels(env)
+    assert reads.check_balances(casino.ledger) == []
+    reads.close()

@@ -1,0 +1,156 @@
+"""Rebuilds: from event zero into fresh tables, swapped in atomically, identical to the view
+that was maintained incrementally (by batches of any size, or one event at a time by the
+library's own runner), even while a worker keeps the live view current."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from eventsourcing.projection import ProjectionRunner
+
+from ledger.application import GameLedger
+from ledger.rules import CASINO
+from projections.engine import NAMES, PROJECTION_CLASSES
+from projections.queries import ReadModels
+from projections.rebuild import rebuild
+from projections.worker import run_worker
+from tests.integration.test_projections_support import (
+    WILD_HEAVY,
+    Casino,
+    connect,
+    dump,
+    engine,
+    head,
+    positions,
+    wait_until,
+)
+
+Env = dict[str, str]
+PLAYERS = ("P1", "P2", "P3", "P4")
+
+
+@pytest.fixture
+def env(postgres_env: Callable[[], Env]) -> Env:
+    return postgres_env()
+
+
+@pytest.fixture
+def casino(env: Env) -> Iterator[Casino]:
+    casino = Casino.on(env, seed=11)
+    casino.fund(*PLAYERS)
+    yield casino
+    casino.close()
+
+
+def test_a_rebuilt_view_is_identical_to_the_incrementally_maintained_one(
+        env: Env, casino: Casino) -> None:
+    rng = random.Random(7)
+    tables = [casino.table("Wild", WILD_HEAVY), casino.table("Main", CASINO)]
+    with engine(env) as e:
+        for i in range(8):
+            casino.random_round(tables[i % 2], PLAYERS, rng)
+            if i % 3 == 0:
+                casino.ledger.cash_out(casino.rid(), "cashier", "P4", 1000)
+            e.step(rng.choice([1, 3, 17, 64]))  # views trail the ledger, in uneven batches
+        e.catch_up(5)
+    incremental = dump(env)
+    assert sum(len(rows) for rows in incremental.values()) > 30
+    for name in NAMES:
+        report = rebuild(env, name, batch_size=1000)
+        assert report["swapped"]
+        assert report["position"] == head(env)
+    assert dump(env) == incremental
+
+
+def test_the_library_runner_one_event_at_a_time_builds_the_same_views(
+        env: Env, casino: Casino) -> None:
+    tables = [casino.table("Wild", WILD_HEAVY), casino.table("Main", CASINO)]
+    rng = random.Random(3)
+    for i in range(3):
+        casino.random_round(tables[i % 2], PLAYERS, rng)
+    ReadModels(env).close()  # the live views' tables exist, empty
+    for cls in PROJECTION_CLASSES:
+        with connect(env) as conn:
+            row = conn.execute("SELECT max(notification_id) FROM ledger_events "
+                               "WHERE topic = ANY(%s)", (list(cls.topics),)).fetchone()
+        last = row[0] if row else None
+        with ProjectionRunner(application_class=GameLedger, projection_class=cls,
+                              view_class=cls.view_class, env=env) as runner:
+            runner.wait(last, timeout=30)
+    one_by_one = dump(env)
+    for name in NAMES:
+        rebuild(env, name)
+    assert dump(env) == one_by_one
+
+
+def test_a_rebuild_swaps_in_under_a_running_worker_which_goes_on_from_the_new_view(
+        env: Env, casino: Casino) -> None:
+    table = casino.table("Main", CASINO)
+    for _ in range(2):
+        casino.simple_round(table)
+    ReadModels(env).close()
+    stop = threading.Event()
+    worker = threading.Thread(target=run_worker, args=(env, stop), kwargs={
+        "batch_size": 5, "poll_interval_s": 0.02, "log": logging.getLogger("pitboss.test")})
+    worker.start()
+    rng = random.Random(5)
+    writer = threading.Thread(target=lambda: [casino.random_round(table, PLAYERS, rng)
+                                              for _ in range(4)])
+    try:
+        writer.start()
+        reports = [rebuild(env, name, batch_size=3) for name in NAMES]
+        writer.join(timeout=60)
+        events = head(env)
+        wait_until(lambda: min(positions(env).values()) >= events, 20.0, "the worker")
+    finally:
+        stop.set()
+        worker.join(timeout=10)
+    assert all(report["swapped"] for report in reports)
+    reads = ReadModels(env)
+    try:
+        assert reads.check_balances(casino.ledger) == []
+    finally:
+        reads.close()
+    survived = dump(env)
+    for name in NAMES:
+        rebuild(env, name)
+    assert dump(env) == survived
+
+
+def test_a_rebuild_stopped_before_the_swap_leaves_the_live_view_alone(
+        env: Env, casino: Casino) -> None:
+    casino.simple_round(casino.table("Main", CASINO))
+    with engine(env) as e:
+        e.catch_up(100)
+    live = dump(env, ["balances"])
+    stopped = threading.Event()
+    stopped.set()
+    report = rebuild(env, "balances", stop=stopped)
+    assert not report["swapped"]
+    assert dump(env, ["balances"]) == live
+
+
+def test_an_unknown_projection_cannot_be_rebuilt(env: Env) -> None:
+    with pytest.raises(Exception, match="there is no projection 'ledger'"):
+        rebuild(env, "ledger")
+
+
+def test_the_swap_leaves_only_the_live_tables_and_their_indexes(env: Env,
+                                                                 casino: Casino) -> None:
+    casino.simple_round(casino.table("Main", CASINO))
+    for name in NAMES:
+        rebuild(env, name)
+    with connect(env) as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+            "UNION ALL SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+    assert not [n for n in names if "_next" in n]
+    assert "round_index_rounds_wild" in names
+    assert "balances_accounts_pkey" in names
+    with pytest.raises(psycopg.errors.UndefinedTable), connect(env) as conn:
+        conn.execute("SELECT 1 FROM balances_next_accounts")

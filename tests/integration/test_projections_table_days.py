@@ -1,0 +1,189 @@
+"""The table/day report: gaming days in the casino's zone from its day start, money counted
+on the day it moved, held chips and open rounds carried over night, "no activity" rows for
+days the table was open without a round, nothing for days it was closed."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, date, datetime, time
+from typing import Any
+from uuid import UUID
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from ledger.rules import CASINO
+from projections.queries import ReadModels
+from projections.rebuild import rebuild
+from projections.settings import GamingDay, ProjectionSetupError
+from projections.worker import run_worker
+from tests.integration.test_projections_support import Casino, Clock, engine
+
+Env = dict[str, str]
+NEW_YORK = ZoneInfo("America/New_York")
+
+
+def local(day: int, hour: int, minute: int = 0) -> datetime:
+    return datetime(2025, 3, day, hour, minute, tzinfo=NEW_YORK)
+
+
+@pytest.fixture
+def env(postgres_env: Callable[[], Env]) -> Env:
+    return {**postgres_env(), "PITBOSS_GAMING_DAY_TZ": "America/New_York",
+            "PITBOSS_GAMING_DAY_START": "06:00"}
+
+
+class Week:
+    """A table's week in New York (daylight saving time starts on Sunday 9 March)."""
+
+    def __init__(self, env: Env) -> None:
+        self.clock = Clock(local(3, 8))
+        self.casino = c = Casino.on(env, seed=3, clock=self.clock)
+        c.fund("P1", "P2")
+        self.table = c.table("T1", CASINO)  # Monday 3 March, 08:00
+        self.clock.set(local(4, 5, 59))  # still Monday's gaming day
+        self.before_start = c.simple_round(self.table)
+        self.clock.set(local(4, 6, 0))  # Tuesday's gaming day begins
+        self.at_start = c.simple_round(self.table)
+        self.clock.set(local(5, 5, 58))  # Tuesday's gaming day, late: bets, deal...
+        self.overnight = c.do("start_round", self.table)
+        c.do("place_stake", self.overnight, "P1", 1, 100)
+        c.do("place_stake", self.overnight, "P2", 2, 100)
+        c.do("deal", self.overnight)
+        self.clock.set(local(5, 6, 1))  # ...and it is settled on Wednesday's
+        c.finish(self.overnight)
+        self.clock.set(local(6, 12))  # closed Thursday noon, reopened Sunday 20:00
+        c.ledger.close_table(c.rid(), "manager", self.table, "refurbishing")
+        self.clock.set(local(9, 20))
+        c.ledger.reopen_table(c.rid(), "manager", self.table)
+
+
+@pytest.fixture
+def week(env: Env) -> Iterator[Week]:
+    week = Week(env)
+    with engine(env) as e:
+        e.catch_up(50)
+    yield week
+    week.casino.close()
+
+
+@pytest.fixture
+def reads(env: Env) -> Iterator[ReadModels]:
+    models = ReadModels(env)
+    yield models
+    models.close()
+
+
+def by_day(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {row["gaming_day"]: row for row in rows}
+
+
+def test_rounds_either_side_of_the_day_start_fall_on_their_own_gaming_days(
+        week: Week, reads: ReadModels) -> None:
+    days = by_day(reads.table_day_report(week.table, date(2025, 3, 2), date(2025, 3, 10)))
+    monday, tuesday, wednesday = days["2025-03-03"], days["2025-03-04"], days["2025-03-05"]
+    assert (monday["rounds_played"], tuesday["rounds_played"]) == (1, 2)
+    assert monday["starts_at"] == "2025-03-03T11:00:00+00:00"  # 06:00 EST
+    assert monday["staked"] == 200
+    assert monday["paid_out"] + monday["house_win"] == 200
+    # The overnight round: staked on Tuesday, still held and open at its end...
+    assert tuesday["staked"] == 400
+    assert (tuesday["held_at_day_end"], tuesday["open_rounds_at_day_end"]) == (200, 1)
+    assert tuesday["rounds_settled"] == 1
+    # ...settled on Wednesday.
+    assert (wednesday["rounds_played"], wednesday["rounds_settled"]) == (0, 1)
+    assert wednesday["staked"] == 0
+    assert wednesday["paid_out"] + wednesday["house_win"] == 200
+    assert (wednesday["held_at_day_end"], wednesday["open_rounds_at_day_end"]) == (0, 0)
+    assert not wednesday["no_activity"]
+    house = week.casino.ledger.house(week.table)["available"]
+    assert sum(day["house_win"] for day in days.values()) == house
+
+
+def test_days_the_table_was_open_without_a_round_say_no_activity(week: Week,
+                                                                  reads: ReadModels) -> None:
+    days = by_day(reads.table_day_report(week.table, date(2025, 3, 2), date(2025, 3, 10)))
+    # Sunday 2 March: not yet open. Friday 7 and Saturday 8: closed all day.
+    assert sorted(days) == ["2025-03-03", "2025-03-04", "2025-03-05", "2025-03-06",
+                            "2025-03-09", "2025-03-10"]
+    for day in ("2025-03-06", "2025-03-09", "2025-03-10"):
+        row = days[day]
+        assert row["no_activity"], day
+        assert (row["rounds_played"], row["staked"], row["house_win"]) == (0, 0, 0)
+        assert row["held_at_day_end"] == 0
+    # Sunday's gaming day starts at 06:00 EDT, after the clocks went forward.
+    assert days["2025-03-09"]["starts_at"] == "2025-03-09T10:00:00+00:00"
+
+
+def test_a_changed_gaming_day_applies_after_a_rebuild(week: Week, env: Env) -> None:
+    utc_env = {**env, "PITBOSS_GAMING_DAY_TZ": "UTC", "PITBOSS_GAMING_DAY_START": "12:00"}
+    rebuild(utc_env, "table_days")
+    reads = ReadModels(env)  # whatever the reader's environment says, the view decides
+    try:
+        days = by_day(reads.table_day_report(week.table, date(2025, 3, 3), date(2025, 3, 5)))
+    finally:
+        reads.close()
+    assert days["2025-03-03"]["starts_at"] == "2025-03-03T12:00:00+00:00"
+    # 05:59 and 06:00 New York on the 4th (10:59Z, 11:00Z) now both fall before noon UTC:
+    # the gaming day of the 3rd; the overnight round (10:58Z on the 5th) that of the 4th.
+    assert days["2025-03-03"]["rounds_played"] == 2
+    assert days["2025-03-04"]["rounds_played"] == 1
+    assert days["2025-03-04"]["open_rounds_at_day_end"] == 0  # settled 11:01Z on the 5th
+
+
+def test_the_worker_says_when_the_settings_differ_from_the_view(
+        week: Week, env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    stop = threading.Event()
+    stop.set()  # start, report, stop
+    log = logging.getLogger("pitboss.test.days")
+    with caplog.at_level(logging.WARNING, logger=log.name):
+        run_worker({**env, "PITBOSS_GAMING_DAY_START": "08:30"}, stop, batch_size=10,
+                   poll_interval_s=1.0, log=log)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "from 06:00 America/New_York" in warning
+    assert "08:30 America/New_York" in warning
+    assert "rebuild table_days" in warning
+
+
+@pytest.mark.parametrize(("tz", "start", "at", "day"), [
+    ("America/New_York", "06:00", local(4, 5, 59), date(2025, 3, 3)),
+    ("America/New_York", "06:00", local(4, 6, 0), date(2025, 3, 4)),
+    ("America/New_York", "06:00", datetime(2025, 3, 9, 9, 59, tzinfo=UTC), date(2025, 3, 8)),
+    ("America/New_York", "06:00", datetime(2025, 3, 9, 10, 0, tzinfo=UTC), date(2025, 3, 9)),
+    ("UTC", "00:00", datetime(2025, 3, 9, 0, 0, tzinfo=UTC), date(2025, 3, 9)),
+    ("Asia/Kolkata", "06:00", datetime(2025, 3, 9, 0, 29, tzinfo=UTC), date(2025, 3, 8)),
+    ("Asia/Kolkata", "06:00", datetime(2025, 3, 9, 0, 30, tzinfo=UTC), date(2025, 3, 9)),
+])
+def test_an_instant_belongs_to_the_gaming_day_whose_start_it_follows(
+        tz: str, start: str, at: datetime, day: date) -> None:
+    gaming_day = GamingDay.from_env({"PITBOSS_GAMING_DAY_TZ": tz,
+                                     "PITBOSS_GAMING_DAY_START": start})
+    assert gaming_day.day_of(at) == day
+    begins, ends = gaming_day.bounds(day)
+    assert begins <= at < ends
+
+
+def test_a_gaming_day_with_the_clocks_going_forward_lasts_23_hours() -> None:
+    begins, ends = GamingDay("America/New_York", time(6)).bounds(date(2025, 3, 8))
+    assert (ends - begins).total_seconds() == 23 * 3600
+
+
+@pytest.mark.parametrize(("key", "value", "sentence"), [
+    ("PITBOSS_GAMING_DAY_TZ", "Mars/Olympus", "not an IANA time zone"),
+    ("PITBOSS_GAMING_DAY_START", "6am", "HH:MM"),
+    ("PITBOSS_GAMING_DAY_START", "24:00", "HH:MM"),
+])
+def test_a_bad_gaming_day_setting_is_refused_by_name(key: str, value: str,
+                                                     sentence: str) -> None:
+    with pytest.raises(ProjectionSetupError, match=sentence):
+        GamingDay.from_env({key: value})
+
+
+def test_the_round_times_are_what_the_ledger_recorded(week: Week, reads: ReadModels) -> None:
+    rows = {UUID(r["round_id"]): r for r in reads.search_rounds(table_id=week.table)["items"]}
+    started = datetime.fromisoformat(rows[week.before_start]["started_at"])
+    assert started.astimezone(NEW_YORK).strftime("%H:%M") == "05:59"
+    ended = datetime.fromisoformat(rows[week.overnight]["ended_at"])
+    assert ended.astimezone(NEW_YORK).strftime("%d %H:%M") == "05 06:01"
