@@ -173,6 +173,46 @@ def project(batch_size: int, poll_interval_s: float) -> None:
                    poll_interval_s=poll_interval_s, log=logging.getLogger("pitboss.projections"))
 
 
+@main.command()
+@click.argument("name", type=click.Choice(["balances", "round_index", "table_days"]))
+@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 10_000),
+              help="events per transaction")
+def rebuild(name: str, batch_size: int) -> None:
+    """Rebuild projection NAME from event zero into fresh tables and swap it in."""
+    from projections.rebuild import rebuild as rebuild_projection
+
+    env = _projection_env()
+    stop = threading.Event()
+    with _stopping_on_signals(stop):
+        report = rebuild_projection(env, name, batch_size=batch_size, stop=stop,
+                                    log=logging.getLogger("pitboss.projections"))
+    click.echo(f"{report['projection']}: {report['events_read']:,} events read in "
+               f"{report['seconds']:.1f} s, now at notification {report['position']}"
+               + ("" if report["swapped"] else "; stopped before the swap, live view kept"))
+
+
+@main.command()
+def positions() -> None:
+    """Each projection's position and how many events it is behind the ledger."""
+    from projections.queries import ReadModels
+
+    read_models = ReadModels(_projection_env())
+    try:
+        for row in read_models.positions():
+            click.echo(f"{row['projection']:<12} at {row['position']:>10,}  ledger head "
+                       f"{row['ledger_head']:>10,}  behind {row['lag_events']:,}")
+    finally:
+        read_models.close()
+
+
+def _projection_env() -> dict[str, str]:
+    try:
+        settings = resolve_database(os.environ)
+    except DatabaseSetupError as exc:
+        raise click.ClickException(str(exc)) from exc
+    return ledger_env(settings, os.environ)
+
+
 @contextmanager
 def _stopping_on_signals(stop: threading.Event) -> Iterator[None]:
     """SIGTERM and SIGINT set ``stop`` (a second Ctrl-C still interrupts at once)."""

@@ -29,7 +29,8 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import InfrastructureFactory, IntegrityError
+from eventsourcing.utils import Environment
 
 from ledger.aggregates import ids
 from ledger.aggregates.account import HOUSE, PLAYER, Account
@@ -81,8 +82,13 @@ class GameLedger(Application[UUID]):
     env = {  # noqa: RUF012
         "AGGREGATE_CACHE_MAXSIZE": "2000",
         "AGGREGATE_CACHE_FASTFORWARD": "y",
-        "APPLICATION_RECORDER_TOPIC": "ledger.storage:LedgerRecorder",
     }
+
+    def construct_factory(self, env: Environment) -> InfrastructureFactory[Any]:
+        """On PostgreSQL, the ledger's recorders (ledger.storage) take the library's place."""
+        if env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
+            env["PERSISTENCE_MODULE"] = "ledger.storage:LedgerFactory"
+        return super().construct_factory(env)
 
     def __init__(self, env: dict[str, str] | None = None, *, shoe_key: bytes | None = None,
                  clock: Clock = utc_now,

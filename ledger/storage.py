@@ -34,14 +34,39 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+    PostgresFactory,
+)
 from eventsourcing.utils import retry
 
 GENESIS = b"\x00" * 32
 CHAIN_PAGE_ROWS = 5000
 
 
-class LedgerRecorder(PostgresApplicationRecorder):
+class _CreatesTablesOneAtATime:
+    """Table creation under a database-wide advisory lock: processes starting together
+    (gunicorn workers, the projection worker) would otherwise race on the same DDL."""
+
+    datastore: PostgresDatastore
+    CREATION_LOCK = 0x70697462  # an arbitrary application-wide advisory lock key
+
+    def create_table(self) -> None:
+        with self.datastore.get_connection() as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (self.CREATION_LOCK,))
+            try:
+                super().create_table()  # type: ignore[misc]
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (self.CREATION_LOCK,))
+
+
+class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
+    """The library's snapshot recorder, created one process at a time."""
+
+
+class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
     """The application recorder with an append-only, hash-chained event table."""
 
     def __init__(self, datastore: PostgresDatastore, *,
@@ -59,6 +84,9 @@ class LedgerRecorder(PostgresApplicationRecorder):
             "channel": quote(self.channel_name),
             "lock_timeout_s": str(int(datastore.lock_timeout)),
             "genesis": GENESIS.hex(),
+            "table_regclass": literal(f"{quote(datastore.schema)}.{quote(events_table_name)}"),
+            **{f"{t}_name": literal(f"{events_table_name}_{t}")
+               for t in ("immutable", "no_truncate", "chained")},
         }
         self._insert_statement = (f"SELECT * FROM {names['schema']}.{names['insert']}"
                                   "(%s, %s, %s, %s)")
@@ -87,6 +115,13 @@ class LedgerRecorder(PostgresApplicationRecorder):
         return f"{quote(self.datastore.schema)}.{quote(self.events_table_name)}"
 
 
+class LedgerFactory(PostgresFactory):
+    """The library's PostgreSQL persistence with the ledger's recorders."""
+
+    aggregate_recorder_class = SnapshotRecorder
+    application_recorder_class = LedgerRecorder
+
+
 class _Statement(str):
     """Plain SQL text in the form the library's table creation reads (``as_string``)."""
 
@@ -99,6 +134,19 @@ class _Statement(str):
 def quote(identifier: str) -> str:
     """A double-quoted SQL identifier."""
     return '"' + identifier.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    """A single-quoted SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _once(trigger: str, create: str) -> str:
+    """Create a trigger only where it is missing: re-creating it would lock the event table
+    against writers each time a process starts."""
+    exists = ("SELECT 1 FROM pg_trigger WHERE tgname = {" + trigger + "_name} "
+              "AND tgrelid = {table_regclass}::regclass")
+    return f"DO $$ BEGIN IF NOT EXISTS ({exists}) THEN {create}; END IF; END $$"
 
 
 _STATEMENTS = (
@@ -125,12 +173,10 @@ _STATEMENTS = (
            || int4send(length(topic_bytes)) || topic_bytes || coalesce(NEW.state, ''::bytea));
          RETURN NEW;
        END $$""",
-    "DROP TRIGGER IF EXISTS {immutable} ON {schema}.{table}",
-    """CREATE TRIGGER {immutable} BEFORE UPDATE OR DELETE ON {schema}.{table}
-       FOR EACH ROW EXECUTE FUNCTION {schema}.{refuse}()""",
-    "DROP TRIGGER IF EXISTS {no_truncate} ON {schema}.{table}",
-    """CREATE TRIGGER {no_truncate} BEFORE TRUNCATE ON {schema}.{table}
-       FOR EACH STATEMENT EXECUTE FUNCTION {schema}.{refuse}()""",
+    _once("immutable", """CREATE TRIGGER {immutable} BEFORE UPDATE OR DELETE ON {schema}.{table}
+       FOR EACH ROW EXECUTE FUNCTION {schema}.{refuse}()"""),
+    _once("no_truncate", """CREATE TRIGGER {no_truncate} BEFORE TRUNCATE ON {schema}.{table}
+       FOR EACH STATEMENT EXECUTE FUNCTION {schema}.{refuse}()"""),
     """CREATE OR REPLACE FUNCTION {schema}.{insert}(
          ids uuid[], versions bigint[], topics text[], states bytea[])
        RETURNS TABLE (notification_id bigint) LANGUAGE plpgsql AS $$
@@ -143,9 +189,8 @@ _STATEMENTS = (
            SELECT * FROM unnest(ids, versions, topics, states)
            RETURNING t.notification_id;
        END $$""",
-    "DROP TRIGGER IF EXISTS {chained} ON {schema}.{table}",
-    """CREATE TRIGGER {chained} BEFORE INSERT ON {schema}.{table}
-       FOR EACH ROW EXECUTE FUNCTION {schema}.{chain}()""",
+    _once("chained", """CREATE TRIGGER {chained} BEFORE INSERT ON {schema}.{table}
+       FOR EACH ROW EXECUTE FUNCTION {schema}.{chain}()"""),
 )
 
 

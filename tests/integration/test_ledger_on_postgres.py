@@ -148,3 +148,28 @@ def test_the_hash_chain_exposes_an_altered_event(
     tampered = verify_chain(app.recorder)  # type: ignore[arg-type]
     assert not tampered.intact
     assert "does not match the chain" in tampered.findings[0]
+
+
+def test_processes_starting_together_create_the_tables_once_without_deadlock(
+        postgres_env: NewEnv) -> None:
+    env = postgres_env()
+    started: list[object] = []
+
+    def start() -> None:
+        try:
+            started.append(GameLedger(env=env))
+        except Exception as e:  # the test inspects what each start got
+            started.append(e)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert all(isinstance(s, GameLedger) for s in started), started
+    again = GameLedger(env=env)  # a restart finds everything in place
+    started.append(again)
+    assert again.recorder.max_notification_id() is None
+    for ledger in started:
+        assert isinstance(ledger, GameLedger)
+        ledger.close()
