@@ -29,7 +29,6 @@ import contextlib
 import itertools
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -44,13 +43,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-import psycopg
-from psycopg import sql
-
 from api.auth import hash_key, new_key
 from api.client import Client
-from api.database import DatabaseSettings, parse_database_url, start_embedded, stop_embedded
+from api.database import parse_database_url
 from api.simulate import PLAYERS_PER_TABLE, STAKES, TablePlay, next_decision
+from bench.common import Database, database, progress, quantile
 from ledger.application import GameLedger
 from ledger.rules import CASINO, TableLimits
 from ledger.sealing import ShoeSealer
@@ -59,54 +56,9 @@ DECISIONS = ("hit", "stand", "double", "split", "surrender")
 BUY_IN = 100_000_000
 
 
-def progress(message: str) -> None:
-    print(f"  {message}", file=sys.stderr, flush=True)
-
-
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 # --------------------------------------------------------------------------- the database
-
-
-@dataclass
-class Database:
-    settings: DatabaseSettings
-    schema: str
-    where: str
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = self.settings.eventsourcing_env()
-        if self.schema != "public":
-            env["POSTGRES_SCHEMA"] = self.schema
-        return {**env, **extra}
-
-
-@contextlib.contextmanager
-def database() -> Iterator[Database]:
-    url = os.environ.get("DATABASE_URL", "").strip()
-    if url:
-        settings = parse_database_url(url)
-        schema = f"bench_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        try:
-            yield Database(settings, schema, f"DATABASE_URL {settings.masked()}, schema {schema}")
-        finally:
-            with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-        return
-    folder = tempfile.mkdtemp(prefix="pb-api-", dir="/tmp")
-    try:
-        progress(f"starting an embedded PostgreSQL in {folder}")
-        yield Database(start_embedded(folder), "public", f"embedded PostgreSQL in {folder}")
-    finally:
-        try:
-            stop_embedded(folder)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- the server
@@ -345,7 +297,7 @@ def main() -> None:
     parser.add_argument("--slices", type=int, default=5,
                         help="turns the two sides take within each level")
     args = parser.parse_args()
-    with database() as db, tempfile.TemporaryDirectory(prefix="pb-api-") as folder:
+    with database("pb-api-") as db, tempfile.TemporaryDirectory(prefix="pb-api-") as folder:
         report(db, args, folder)
 
 

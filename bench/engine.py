@@ -66,16 +66,15 @@ def run(preset: str, rounds: int, progress: bool) -> dict[str, float]:
         if shoe.cut_card_out:
             shoe = Shoe.shuffle(rules.decks, rules.wild_cards, rules.penetration_percent)
             shoes += 1
-        for net in play_round(rules, limits, shoe):
-            x = net / STAKE
+        for net in play_round(rules, limits, shoe):  # exact sums in minor units
             n += 1
-            total += x
-            total_sq += x * x
+            total += net
+            total_sq += net * net
         if progress and (i + 1) % step == 0:
             print(f"  {i + 1:>10,} rounds", file=sys.stderr, flush=True)
     elapsed = time.perf_counter() - started
-    mean = total / n
-    sd = math.sqrt(max(total_sq / n - mean * mean, 0.0))
+    mean = total / n / STAKE
+    sd = math.sqrt(max(total_sq / n / STAKE**2 - mean * mean, 0.0))
     half = 1.96 * sd / math.sqrt(n)
     return {"rounds": rounds, "shoes": shoes, "seconds": elapsed, "rate": rounds / elapsed,
             "mean": mean, "ci_low": mean - half, "ci_high": mean + half, "sd": sd}

@@ -30,9 +30,6 @@ import contextlib
 import functools
 import itertools
 import os
-import shutil
-import sys
-import tempfile
 import time
 import uuid
 from collections import defaultdict
@@ -47,7 +44,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 from psycopg import sql
 
-from api.database import DatabaseSettings, parse_database_url, start_embedded, stop_embedded
+from bench.common import Database, database, progress, quantile
 from ledger.aggregates.round import Round
 from ledger.application import GameLedger
 from ledger.plays import Play
@@ -65,64 +62,9 @@ DECISIONS = ("hit", "stand", "double", "split", "surrender")
 PHASES = ("start_round", "place_stake", "deal", *DECISIONS, "play_dealer", "settle")
 
 
-def progress(message: str) -> None:
-    print(f"  {message}", file=sys.stderr, flush=True)
-
-
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 # --------------------------------------------------------------------------- the database
-
-
-@dataclass
-class Database:
-    settings: DatabaseSettings
-    schema: str  # "public" on the embedded server, a temporary schema otherwise
-    where: str
-
-    def connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
-        conn = psycopg.connect(self.settings.conninfo(), **kwargs)
-        if self.schema != "public":
-            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-            if not conn.autocommit:
-                conn.commit()
-        return conn
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = self.settings.eventsourcing_env()
-        if self.schema != "public":
-            env["POSTGRES_SCHEMA"] = self.schema
-        env.update(extra)
-        return env
-
-
-@contextlib.contextmanager
-def database() -> Iterator[Database]:
-    url = os.environ.get("DATABASE_URL", "").strip()
-    if url:
-        settings = parse_database_url(url)
-        schema = f"bench_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        try:
-            yield Database(settings, schema, f"DATABASE_URL {settings.masked()}, schema {schema}")
-        finally:
-            with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-        return
-    folder = tempfile.mkdtemp(prefix="pb-bench-", dir="/tmp")
-    try:
-        progress(f"starting an embedded PostgreSQL in {folder}")
-        settings = start_embedded(folder)
-        yield Database(settings, "public", f"embedded PostgreSQL in {folder} (fresh)")
-    finally:
-        try:
-            stop_embedded(folder)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def server_facts(db: Database) -> dict[str, str]:
@@ -530,7 +472,7 @@ def new_ledger(db: Database, **env: str) -> GameLedger:
 
 
 def run(args: argparse.Namespace) -> None:
-    with database() as db:
+    with database("pb-bench-") as db:
         raw = RawInserts(db)
         try:
             report(db, raw, args)

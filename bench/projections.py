@@ -32,24 +32,17 @@ end), or ``DATABASE_URL`` when set (then in a temporary schema, dropped at the e
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import itertools
 import logging
 import multiprocessing
-import os
 import re
-import shutil
 import signal
 import statistics
-import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -58,7 +51,7 @@ import psycopg
 from eventsourcing.projection import ProjectionRunner
 from psycopg import sql
 
-from api.database import DatabaseSettings, parse_database_url, start_embedded, stop_embedded
+from bench.common import Database, database, progress
 from ledger.application import GameLedger
 from ledger.plays import Play
 from ledger.rules import CASINO, CASINO_WILD, TableLimits
@@ -77,54 +70,8 @@ COPY_ROWS = 50_000
 SAMPLE_INTERVAL_S = 0.02
 
 
-def progress(message: str) -> None:
-    print(f"  {message}", file=sys.stderr, flush=True)
-
 
 # --------------------------------------------------------------------------- the database
-
-
-@dataclass
-class Database:
-    settings: DatabaseSettings
-    schema: str
-    where: str
-
-    def connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
-        conn = psycopg.connect(self.settings.conninfo(), **kwargs)
-        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-        if not conn.autocommit:
-            conn.commit()
-        return conn
-
-    def env(self) -> dict[str, str]:
-        return {**self.settings.eventsourcing_env(), "POSTGRES_SCHEMA": self.schema}
-
-
-@contextlib.contextmanager
-def database() -> Iterator[Database]:
-    url = os.environ.get("DATABASE_URL", "").strip()
-    if url:
-        settings = parse_database_url(url)
-        schema = f"bench_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        try:
-            yield Database(settings, schema, f"DATABASE_URL {settings.masked()}, schema {schema}")
-        finally:
-            with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-        return
-    folder = tempfile.mkdtemp(prefix="pb-proj-", dir="/tmp")
-    try:
-        progress(f"starting an embedded PostgreSQL in {folder}")
-        settings = start_embedded(folder)
-        yield Database(settings, "public", f"embedded PostgreSQL in {folder} (fresh)")
-    finally:
-        try:
-            stop_embedded(folder)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def server_facts(db: Database) -> str:
@@ -502,7 +449,7 @@ def _md5(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
-    with database() as db:
+    with database("pb-proj-") as db:
         env = db.env()
         print(f"database: {db.where}")
         print(f"server: {server_facts(db)}")

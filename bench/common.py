@@ -1,0 +1,74 @@
+"""What the benchmarks share: a private database for one run, progress lines, quantiles."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from api.database import DatabaseSettings, parse_database_url, start_embedded, stop_embedded
+
+
+def progress(message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+@dataclass
+class Database:
+    settings: DatabaseSettings
+    schema: str  # "public" on the embedded server, a temporary schema otherwise
+    where: str
+
+    def connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(self.settings.conninfo(), **kwargs)
+        if self.schema != "public":
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+            if not conn.autocommit:
+                conn.commit()
+        return conn
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = self.settings.eventsourcing_env()
+        if self.schema != "public":
+            env["POSTGRES_SCHEMA"] = self.schema
+        return {**env, **extra}
+
+
+@contextlib.contextmanager
+def database(prefix: str) -> Iterator[Database]:
+    """A fresh embedded PostgreSQL, or a temporary schema on ``DATABASE_URL``'s server."""
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if url:
+        settings = parse_database_url(url)
+        schema = f"bench_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        try:
+            yield Database(settings, schema, f"DATABASE_URL {settings.masked()}, schema {schema}")
+        finally:
+            with psycopg.connect(settings.conninfo(), autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        return
+    folder = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    try:
+        progress(f"starting an embedded PostgreSQL in {folder}")
+        yield Database(start_embedded(folder), "public", f"embedded PostgreSQL in {folder} (fresh)")
+    finally:
+        try:
+            stop_embedded(folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
