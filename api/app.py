@@ -14,13 +14,11 @@ Configuration keys (all optional; the environment supplies what is not given):
 ``LEDGER_CLOCK``        the ledger's clock
 ``LEDGER_CREATE_TABLES`` whether this process may create the event tables (default yes)
 ``LEDGER``              a ready GameLedger to serve (the benchmark measures the layer with one)
-``READ_MODELS``         whether to serve the read-model routes (default: when installed)
 """
 
 from __future__ import annotations
 
 import http
-import importlib
 import logging
 import os
 import time
@@ -32,12 +30,12 @@ from flask import Flask, Response, g
 from flask_smorest import Api
 from flask_smorest.utils import prepare_response
 
-from api import accounts, audit, health, session, supervision, tables
+from api import accounts, audit, health, reports, session, supervision, tables
 from api.auth import KeyRing, keyring_from
 from api.database import DatabaseSettings, resolve_database
 from api.problems import PROBLEM_JSON, ProblemSchema, register_problem_handlers
 from api.secrets_files import YES, default_keys_file, load_shoe_key
-from api.services import Services, read_models_available
+from api.services import Services
 
 logger = logging.getLogger("pitboss.api")
 
@@ -106,9 +104,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     api.register_blueprint(supervision.blp)
     api.register_blueprint(accounts.blp)
     api.register_blueprint(audit.blp)
-    if app.config.get("READ_MODELS", read_models_available()):
-        reports = importlib.import_module("api.reports")
-        api.register_blueprint(reports.blp)
+    api.register_blueprint(reports.blp)
     # After Api(): it registers its own JSON error handler, which this one replaces.
     register_problem_handlers(app)
     _time_requests(app)

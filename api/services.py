@@ -8,8 +8,6 @@ process is enough.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import threading
 from collections.abc import Callable
 from datetime import datetime
@@ -21,13 +19,9 @@ from flask import current_app
 from ledger.aggregates.round import Round
 from ledger.application import GameLedger
 from ledger.errors import NotFound
+from projections.queries import ReadModels
 
 ShoeKey = bytes | Callable[[], bytes]
-
-
-def read_models_available() -> bool:
-    """Whether this installation has the projections' query side."""
-    return importlib.util.find_spec("projections.queries") is not None
 
 
 class Services:
@@ -43,7 +37,7 @@ class Services:
         self._clock = clock
         self._create_tables = create_tables
         self._ledger: GameLedger | None = ledger
-        self._read_models: Any = None
+        self._read_models: ReadModels | None = None
         self._lock = threading.Lock()
 
     def shoe_key(self) -> bytes:
@@ -70,15 +64,14 @@ class Services:
             kwargs["clock"] = self._clock
         return GameLedger(env=env, shoe_key=self.shoe_key(), **kwargs)
 
-    def read_models(self) -> Any:
+    def read_models(self) -> ReadModels:
         if self._read_models is None:
             with self._lock:
                 if self._read_models is None:
-                    queries = importlib.import_module("projections.queries")
                     env = dict(self.env)
                     if not self._create_tables:
                         env["CREATE_TABLE"] = "n"
-                    self._read_models = queries.ReadModels(env)
+                    self._read_models = ReadModels(env)
         return self._read_models
 
     def close(self) -> None:
@@ -124,7 +117,5 @@ def prepare_store(env: dict[str, str]) -> int:
         head = ledger.recorder.max_notification_id() or 0
     finally:
         ledger.close()
-    if read_models_available():
-        queries = importlib.import_module("projections.queries")
-        queries.ReadModels(dict(env)).close()
+    ReadModels(dict(env)).close()
     return head

@@ -6,11 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from api.services import read_models_available
 from tests.e2e.conftest import Desk, Http, problem_of
 from tests.scripted import SteeredShuffle
-
-pytestmark = pytest.mark.skipif(not read_models_available(), reason="no read side installed")
 
 
 def catch_up(app) -> None:
