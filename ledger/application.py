@@ -348,6 +348,9 @@ class GameLedger(Application[UUID]):
             for key, moved in net_movements(produced).items():
                 account = (self._get(Account, ids.house_id(round_.table_id), "house account")
                            if key == HOUSE_KEY else self._account(key))
+                if account.currency != round_.currency:
+                    raise BetRefused(f"{account.owner}'s chips are in {account.currency}; this "
+                                     f"table plays in {round_.currency}.", "R-M1")
                 account.post(round_id, moved.held, moved.available, memo, actor, request_id,
                              now)
                 touched.append(account)

@@ -214,3 +214,14 @@ def test_round_queries_refuse_the_id_of_something_else(make_ledger: MakeLedger) 
                   lambda i: app.round_state(i, 1)):
         with pytest.raises(NotFound, match=r"(no|not a) round"):
             query(desk.table)
+
+
+def test_chips_of_another_currency_are_refused_at_the_table(make_ledger: MakeLedger) -> None:
+    desk = Desk(make_ledger())
+    app, r = desk.app, desk.round()
+    app.open_account(desk.rid(), "cashier", "tourist", currency="USD")
+    app.buy_in(desk.rid(), "cashier", "tourist", 500)
+    refusal = unchanged(app, lambda: desk.do("place_stake", r, "tourist", 3, 10), BetRefused,
+                        "R-M1")
+    assert "USD" in str(refusal)
+    assert app.balance("tourist") == {**app.balance("tourist"), "available": 500, "held": 0}
