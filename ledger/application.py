@@ -445,18 +445,18 @@ class GameLedger(Application[UUID]):
             return ["the shoe is still live: its order is not revealed yet"]
         findings = [] if public["verified"] else ["the reveal does not match the commitment"]
         order = public["order"]
-        for event in self.events.get(shoe_id):
-            if not isinstance(event, ShoeRecord.CardsDrawn):
-                continue
-            dealt = [e for e in self.events.get(event.round_id)
-                     if isinstance(e, Round.Recorded) and isinstance(e.fact(), f.CardDealt)
-                     and getattr(e, "shoe_id", None) == shoe_id]
-            for card in dealt:
-                fact = card.fact()
+        rounds = dict.fromkeys(e.round_id for e in self.events.get(shoe_id)
+                               if isinstance(e, ShoeRecord.CardsDrawn))
+        for round_id in rounds:  # each round that drew from the shoe, read once
+            for event in self.events.get(round_id):
+                if not (isinstance(event, Round.Recorded)
+                        and getattr(event, "shoe_id", None) == shoe_id):
+                    continue
+                fact = event.fact()
                 assert isinstance(fact, f.CardDealt)
                 expected = order[fact.position] if 0 <= fact.position < len(order) else None
                 if expected != fact.card:
-                    findings.append(f"round {event.round_id}: position {fact.position} dealt "
+                    findings.append(f"round {round_id}: position {fact.position} dealt "
                                     f"{fact.card}, the revealed order has {expected}")
         return findings
 

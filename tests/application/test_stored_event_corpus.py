@@ -22,8 +22,9 @@ from ledger.application import GameLedger
 CORPUS = Path(__file__).parent.parent / "corpus" / "ledger_events_v1.json"
 
 
-def load_corpus(make_ledger: Callable[..., GameLedger]) -> tuple[GameLedger, dict[str, Any]]:
-    corpus = json.loads(CORPUS.read_text())
+def load_corpus(make_ledger: Callable[..., GameLedger],
+                corpus: dict[str, Any] | None = None) -> tuple[GameLedger, dict[str, Any]]:
+    corpus = corpus or json.loads(CORPUS.read_text())
     app = make_ledger(shoe_key=bytes.fromhex(corpus["shoe_key_hex"]))
     app.recorder.insert_events([
         StoredEvent(originator_id=UUID(e["originator_id"]),
@@ -52,3 +53,15 @@ def test_version_1_shoes_verify_against_their_commitments(make_ledger) -> None:
     for shoe_id in shoes:
         assert app.shoe(UUID(shoe_id))["verified"]
         assert app.verify_shoe(UUID(shoe_id)) == []
+
+
+def test_a_dealt_card_that_is_not_the_next_of_the_revealed_order_is_reported(make_ledger) -> None:
+    corpus = json.loads(CORPUS.read_text())
+    dealt = next(e for e in corpus["events"] if e["topic"] == "pitboss:Round.CardDealt")
+    state = json.loads(base64.b64decode(dealt["state"]))
+    state["card"] = "2H" if state["card"] != "2H" else "3H"
+    dealt["state"] = base64.b64encode(json.dumps(state).encode()).decode()
+    app, _ = load_corpus(make_ledger, corpus)
+    findings = app.verify_shoe(UUID(state["shoe_id"]["_data_"]))
+    assert len(findings) == 1
+    assert f"position {state['position']} dealt {state['card']}" in findings[0]
