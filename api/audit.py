@@ -24,7 +24,7 @@ from api.schemas import (
     RoundStateSchema,
     ShoeSchema,
 )
-from api.services import ledger, round_ledger
+from api.services import ledger
 from api.views import Blueprint, guard
 from ledger.storage import LedgerRecorder, chain_head, verify_chain
 
@@ -39,7 +39,7 @@ AUDITORS = (AUDITOR, MANAGER)
 def round_events(round_id: UUID) -> list[dict[str, Any]]:
     """Every event of a round with version, time, actor and request id (a face-down card stays
     hidden while the round is live, R-G2)."""
-    return round_ledger(round_id).round_events(round_id)
+    return ledger().round_events(round_id)
 
 
 @blp.route(f"/rounds/<uuid:round_id>/versions/<int(min=1, max={VERSION_MAX}):version>",
@@ -48,7 +48,7 @@ def round_events(round_id: UUID) -> list[dict[str, Any]]:
 @blp.response(200, RoundStateSchema)
 def round_at(round_id: UUID, version: int) -> dict[str, Any]:
     """The round as it stood right after its event ``version``."""
-    return round_ledger(round_id).round_state(round_id, version)
+    return ledger().round_state(round_id, version)
 
 
 @blp.route("/rounds/<uuid:round_id>/replay", methods=["GET"])
@@ -56,7 +56,7 @@ def round_at(round_id: UUID, version: int) -> dict[str, Any]:
 @blp.response(200, FrameSchema(many=True))
 def replay(round_id: UUID) -> list[dict[str, Any]]:
     """Frame by frame: each event with the round's state right after it."""
-    return round_ledger(round_id).replay(round_id)
+    return ledger().replay(round_id)
 
 
 @blp.route("/rounds/<uuid:round_id>/check", methods=["GET"])

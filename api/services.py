@@ -12,13 +12,10 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
-from uuid import UUID
 
 from flask import current_app
 
-from ledger.aggregates.round import Round
 from ledger.application import GameLedger
-from ledger.errors import NotFound
 from projections.queries import ReadModels
 
 ShoeKey = bytes | Callable[[], bytes]
@@ -91,20 +88,6 @@ def services() -> Services:
 
 def ledger() -> GameLedger:
     return services().ledger()
-
-
-def round_ledger(round_id: UUID) -> GameLedger:
-    """The ledger, once ``round_id`` is known to name a round.
-
-    ``round_state``, ``round_events`` and ``replay`` take any aggregate's id: a table's or a
-    shoe's would answer with its events, or fail on it as a 500. One look at the first event
-    (one small query) keeps those routes to rounds.
-    """
-    led = ledger()
-    first = next(iter(led.events.get(round_id, limit=1)), None)
-    if not isinstance(first, Round.Created):
-        raise NotFound(f"There is no round {round_id}.", "R-V1")
-    return led
 
 
 def prepare_store(env: dict[str, str]) -> int:

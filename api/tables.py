@@ -29,7 +29,7 @@ from api.schemas import (
     TableRoundsQuerySchema,
     TableSchema,
 )
-from api.services import ledger, round_ledger
+from api.services import ledger
 from api.views import Blueprint, actor, guard
 from ledger.application import GameLedger
 from ledger.rules import RATIO_FIELDS, RuleSet, TableLimits, preset
@@ -128,7 +128,7 @@ def table_rounds(query: dict[str, Any], table_id: UUID) -> dict[str, Any]:
 @rounds.response(200, RoundStateSchema)
 def get_round(round_id: UUID) -> dict[str, Any]:
     """The round now, as a terminal may see it, with the legal decisions."""
-    return round_ledger(round_id).round_state(round_id)
+    return ledger().round_state(round_id)
 
 
 Run = Callable[[GameLedger, str, str, UUID, dict[str, Any]], dict[str, Any]]
