@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import json
 import secrets
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -99,7 +100,8 @@ class GameLedger(Application[UUID]):
         self._shoe_key = shoe_key
         self._clock = clock
         self._randbelow = randbelow
-        self._orders: OrderedDict[UUID, list[Card]] = OrderedDict()
+        self._orders: OrderedDict[UUID, list[Card]] = OrderedDict()  # opened shoes, LRU
+        self._orders_lock = threading.Lock()  # request threads share one ledger
 
     # ------------------------------------------------------------------ tables
 
@@ -580,16 +582,18 @@ class GameLedger(Application[UUID]):
         record.trigger_event(ShoeRecord.Retired, order=list(order), salt=salt.hex(),
                              reason=reason, actor=actor, request_id=request_id,
                              timestamp=self._clock())
-        self._orders.pop(shoe_id, None)
+        with self._orders_lock:
+            self._orders.pop(shoe_id, None)
         return [record]
 
     def _order(self, record: ShoeRecord) -> list[Card]:
-        order = self._orders.get(record.id)
-        if order is None:
-            order, _ = self._sealer().open(record.id, record.sealed_order)
-            self._remember(record.id, order)
-        else:
-            self._orders.move_to_end(record.id)
+        with self._orders_lock:
+            order = self._orders.get(record.id)
+            if order is not None:
+                self._orders.move_to_end(record.id)
+                return order
+        order, _ = self._sealer().open(record.id, record.sealed_order)
+        self._remember(record.id, order)
         return order
 
     def _sealer(self) -> ShoeSealer:
@@ -599,9 +603,10 @@ class GameLedger(Application[UUID]):
         return ShoeSealer(self._shoe_key)
 
     def _remember(self, shoe_id: UUID, order: list[Card]) -> None:
-        self._orders[shoe_id] = order
-        while len(self._orders) > ORDER_CACHE_SIZE:
-            self._orders.popitem(last=False)
+        with self._orders_lock:
+            self._orders[shoe_id] = order
+            while len(self._orders) > ORDER_CACHE_SIZE:
+                self._orders.popitem(last=False)
 
 
 class _ShoeDraw:
