@@ -37,9 +37,7 @@ def open_account(body: dict[str, Any], request_id: str) -> dict[str, Any]:
 @blp.response(200, AccountSchema)
 def buy_in(body: dict[str, Any], player: str, request_id: str) -> dict[str, Any]:
     """Chips bought at the cashier's desk."""
-    led = ledger()
-    led.buy_in(request_id, actor(), player, body["amount"])
-    return led.balance(player)
+    return ledger().buy_in(request_id, actor(), player, body["amount"])
 
 
 @blp.route("/accounts/<player>/cash-out", methods=["POST"])
@@ -48,9 +46,7 @@ def buy_in(body: dict[str, Any], player: str, request_id: str) -> dict[str, Any]
 @blp.response(200, AccountSchema)
 def cash_out(body: dict[str, Any], player: str, request_id: str) -> dict[str, Any]:
     """Chips exchanged back; never more than available (R-M3)."""
-    led = ledger()
-    led.cash_out(request_id, actor(), player, body["amount"])
-    return led.balance(player)
+    return ledger().cash_out(request_id, actor(), player, body["amount"])
 
 
 @blp.route("/accounts/<player>", methods=["GET"])

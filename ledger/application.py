@@ -56,6 +56,7 @@ from ledger.errors import (
 )
 from ledger.money import HOUSE as HOUSE_KEY
 from ledger.money import net_movements
+from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits
 from ledger.sealing import SCHEME, ShoeSealer
 from ledger.shoe import Shoe, commitment, fresh_order, new_salt
@@ -264,27 +265,26 @@ class GameLedger(Application[UUID]):
 
     def hit(self, request_id: str, actor: str, round_id: UUID, player: str, box: int,
             hand: int = 0) -> Result:
-        return self._play(request_id, actor, round_id, "hit",
-                          {"player": player, "box": box, "hand": hand},
-                          lambda m, d: m.hit(player, box, hand, d))
+        return self._hand_play(Play.HIT, request_id, actor, round_id, player, box, hand)
 
     def stand(self, request_id: str, actor: str, round_id: UUID, player: str, box: int,
               hand: int = 0) -> Result:
-        return self._play(request_id, actor, round_id, "stand",
-                          {"player": player, "box": box, "hand": hand},
-                          lambda m, d: m.stand(player, box, hand, d))
+        return self._hand_play(Play.STAND, request_id, actor, round_id, player, box, hand)
 
     def double(self, request_id: str, actor: str, round_id: UUID, player: str, box: int,
                hand: int = 0) -> Result:
-        return self._play(request_id, actor, round_id, "double",
-                          {"player": player, "box": box, "hand": hand},
-                          lambda m, d: m.double(player, box, hand, d))
+        return self._hand_play(Play.DOUBLE, request_id, actor, round_id, player, box, hand)
 
     def split(self, request_id: str, actor: str, round_id: UUID, player: str, box: int,
               hand: int = 0) -> Result:
-        return self._play(request_id, actor, round_id, "split",
+        return self._hand_play(Play.SPLIT, request_id, actor, round_id, player, box, hand)
+
+    def _hand_play(self, play: Play, request_id: str, actor: str, round_id: UUID, player: str,
+                   box: int, hand: int) -> Result:
+        """The owner's hit, stand, double or split: the machine command of the same name."""
+        return self._play(request_id, actor, round_id, play.value,
                           {"player": player, "box": box, "hand": hand},
-                          lambda m, d: m.split(player, box, hand, d))
+                          lambda m, d: getattr(m, play.value)(player, box, hand, d))
 
     def answer(self, request_id: str, actor: str, round_id: UUID, bettor: str, box: int,
                hand: int, match: bool) -> Result:

@@ -106,9 +106,7 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
                   [e.state for e in stored_events])
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self._insert_statement, params, prepare=True)
-            return [row[self._insert_column] for row in curs.fetchall()]
-
-    _insert_column = "notification_id"
+            return [row["notification_id"] for row in curs.fetchall()]
 
     @property
     def qualified_table(self) -> str:

@@ -26,26 +26,16 @@ def store(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def make_ledger(request: pytest.FixtureRequest, store: str) -> Iterator[MakeLedger]:
-    """Build GameLedgers on the chosen store; ``same_as`` shares another's storage."""
+    """Build GameLedgers on the chosen store, each with storage of its own."""
     made: list[GameLedger] = []
-    envs: dict[int, dict[str, str]] = {}
-    keys: dict[int, bytes] = {}
 
-    def make(randbelow: Any = None, *, same_as: GameLedger | None = None,
-             shoe_key: bytes | None = None) -> GameLedger:
+    def make(randbelow: Any = None, *, shoe_key: bytes | None = None) -> GameLedger:
         if store == "memory":
-            if same_as is not None:
-                raise ValueError("in-memory ledgers cannot share storage")
             env = {"PERSISTENCE_MODULE": "eventsourcing.popo"}
-        elif same_as is not None:
-            env = envs[id(same_as)]
         else:
             env = request.getfixturevalue("postgres_env")()
-        key = shoe_key or (keys[id(same_as)] if same_as is not None else ShoeSealer.new_key())
         kwargs = {"randbelow": randbelow} if randbelow is not None else {}
-        ledger = GameLedger(env=env, shoe_key=key, **kwargs)
-        envs[id(ledger)] = env
-        keys[id(ledger)] = key
+        ledger = GameLedger(env=env, shoe_key=shoe_key or ShoeSealer.new_key(), **kwargs)
         made.append(ledger)
         return ledger
 
