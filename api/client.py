@@ -66,15 +66,18 @@ class Client:
         return self.request("GET", path)
 
     def post(self, path: str, body: Mapping[str, Any] | None = None, *,
-             idempotency_key: str | None = None) -> Any:
+             idempotency_key: str | None = None, if_match: int | None = None) -> Any:
+        """``if_match``: the round version a round command is meant for."""
         return self.request("POST", path, body, idempotency_key=idempotency_key or
-                            str(uuid.uuid4()))
+                            str(uuid.uuid4()), if_match=if_match)
 
     def request(self, method: str, path: str, body: Mapping[str, Any] | None = None, *,
-                idempotency_key: str | None = None) -> Any:
+                idempotency_key: str | None = None, if_match: int | None = None) -> Any:
         headers = {"Authorization": f"Bearer {self._key}", "Accept": "application/json"}
         if idempotency_key is not None:
             headers["Idempotency-Key"] = idempotency_key
+        if if_match is not None:
+            headers["If-Match"] = f'"{if_match}"'
         payload = None
         if body is not None:
             payload = json.dumps(body).encode()

@@ -5,7 +5,8 @@ null), ``errors`` maps each offending field to its messages (validation), ``erro
 ledger's refusal type (``NotYourTurn``, ``InsufficientChips`` …).
 
 Statuses: a ledger refusal is 422, a missing table, round, shoe or account 404, a lost race
-409 (look again and decide again); a body or query that does not fit the schema 422, a
+409 (look again and decide again), a round no longer at the version named in ``If-Match``
+412; a body or query that does not fit the schema 422, a
 malformed body or a missing ``Idempotency-Key`` 400; a value the database refuses (a NUL
 character) 422; no or a wrong API key 401, the wrong role 403; an unreachable database 503.
 A broken invariant of the ledger is the one 500: it is a defect, logged with its traceback,
@@ -35,7 +36,7 @@ from ledger.errors import InvariantBroken, LedgerError, RuleSetInvalid
 logger = logging.getLogger("pitboss.api")
 
 PROBLEM_JSON: Final = "application/problem+json"
-STATUS_BY_KIND: Final = {"refused": 422, "not_found": 404, "conflict": 409}
+STATUS_BY_KIND: Final = {"refused": 422, "not_found": 404, "conflict": 409, "stale": 412}
 RETRY_AFTER_S: Final = 1
 _BODY_LOCATIONS: Final = frozenset({"json", "form", "json_or_form"})
 

@@ -154,6 +154,29 @@ class IdempotencyHeaderSchema(Schema):
     )
 
 
+VERSION_TAG = re.compile(r'(?:W/)?"([1-9][0-9]{0,8})"|([1-9][0-9]{0,8})')
+
+
+class VersionTag(fields.Field[int]):
+    """A round version in an ``If-Match`` header: ``7`` or ``"7"`` (an entity tag)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
+        found = VERSION_TAG.fullmatch(value.strip()) if isinstance(value, str) else None
+        if found is None:
+            raise ValidationError("If-Match names the round version shown, such as \"7\".")
+        return int(found.group(1) or found.group(2))
+
+
+class RoundCommandHeaderSchema(IdempotencyHeaderSchema):
+    expected = VersionTag(
+        data_key="If-Match", load_default=None,
+        metadata={"description": "The round version the terminal shows (``round.version``): "
+                  "the decision is made on exactly that version, or refused with 412 when the "
+                  "round has moved on. Without it, the decision is made on the round as it is "
+                  "when the request arrives."},
+    )
+
+
 # --- rules and limits ------------------------------------------------------------------------
 
 
@@ -441,7 +464,8 @@ class DecisionResponseSchema(Out):
     result = fields.Nested(CommandResultSchema, required=True, metadata={
         "description": "What the request recorded (a retry returns the first result)."})
     round = fields.Nested(RoundStateSchema, required=True, metadata={
-        "description": "The round now, with the legal decisions."})
+        "description": "The round right after this request, with the legal decisions (a "
+                       "retry shows the same)."})
 
 
 class TableSchema(Out):

@@ -88,25 +88,29 @@ class TablePlay:
         self.rounds.append(round_id)
         for box, player in enumerate(self.players, 1):
             amount = self._random.choice(STAKES)
-            state = self._decide(round_id, "stakes", {"bettor": player, "box": box,
-                                                      "amount": amount})
+            state = self._decide(state, "stakes", {"bettor": player, "box": box,
+                                                   "amount": amount})
         for _ in range(DECISIONS_PER_ROUND_MAX):
             if state["phase"] in ("settled", "voided"):
                 settled: dict[str, Any] = state
                 return settled
             decision, body = next_decision(state)
-            state = self._decide(round_id, PATHS[decision], body)
+            state = self._decide(state, PATHS[decision], body)
         raise SimulationError(f"round {round_id} did not end within "
                               f"{DECISIONS_PER_ROUND_MAX} decisions")
 
-    def _decide(self, round_id: str, path: str, body: Mapping[str, Any] | None) -> Any:
+    def _decide(self, state: Mapping[str, Any], path: str,
+                body: Mapping[str, Any] | None) -> Any:
+        """Send a decision made on ``state`` (If-Match: its version); the round after it."""
+        round_id = state["round_id"]
         clock = time.perf_counter()
         try:
-            answer = self.dealer.post(f"/rounds/{round_id}/{path}", body)
+            answer = self.dealer.post(f"/rounds/{round_id}/{path}", body,
+                                      if_match=state["version"])
         except ApiError as error:
-            if error.status != 409:
+            if error.status not in (409, 412):
                 raise
-            # Lost a race: look at the round again and decide again.
+            # The round moved on meanwhile: look at it again and decide again.
             return self.dealer.get(f"/rounds/{round_id}")
         if self.on_decision is not None:
             self.on_decision(path, time.perf_counter() - clock)

@@ -31,12 +31,12 @@ def change_rules(body: dict[str, Any], table_id: UUID, request_id: str) -> dict[
 
 round_command(
     blp, "void", "/void", ReasonSchema,
-    lambda g, r, a, i, b: g.void(r, a, i, b["reason"]),
+    lambda g, r, a, i, b, v: g.void(r, a, i, b["reason"], expected=v),
     "Void an unfinished round with a reason; every stake is returned (R-V1, R-X13).",
     roles=(MANAGER,))
 round_command(
     blp, "record_ruling", "/rulings", RulingSchema,
-    lambda g, r, a, i, b: g.record_ruling(r, a, i, b["reason"], b["corrects"],
-                                          b["adjustments"]),
+    lambda g, r, a, i, b, v: g.record_ruling(r, a, i, b["reason"], b["corrects"],
+                                             b["adjustments"], expected=v),
     "Record a ruling on a settled round: compensating amounts, never an edit (R-V2).",
     roles=(MANAGER,))

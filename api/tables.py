@@ -22,6 +22,7 @@ from api.schemas import (
     InsuranceSchema,
     OpenTableSchema,
     ReasonSchema,
+    RoundCommandHeaderSchema,
     RoundIdsSchema,
     RoundStateSchema,
     StakeSchema,
@@ -131,71 +132,80 @@ def get_round(round_id: UUID) -> dict[str, Any]:
     return ledger().round_state(round_id)
 
 
-Run = Callable[[GameLedger, str, str, UUID, dict[str, Any]], dict[str, Any]]
+# The use case, given the ledger, the request id, the actor, the round, the body and the
+# version the terminal saw (If-Match; None when not sent).
+Run = Callable[[GameLedger, str, str, UUID, dict[str, Any], int | None], dict[str, Any]]
+_ROUND_COMMAND_HEADERS = RoundCommandHeaderSchema()
 
 
 def round_command(bp: Blueprint, name: str, path: str, schema: type[Schema] | None, run: Run,
                   summary: str, roles: tuple[str, ...] = (DEALER,)) -> None:
-    """Register ``POST /rounds/<round_id>/<path>``: run a use case, answer with the round."""
+    """Register ``POST /rounds/<round_id>/<path>``: run a use case, answer with the round
+    right after it (the ledger keeps that version at hand: no second read)."""
 
-    def view(*args: Any, round_id: UUID, request_id: str) -> dict[str, Any]:
+    def view(*args: Any, round_id: UUID, request_id: str,
+             expected: int | None) -> dict[str, Any]:
         body: dict[str, Any] = args[0] if args else {}
         led = ledger()
-        result = run(led, request_id, actor(), round_id, body)
-        return {"result": result, "round": led.round_state(round_id)}
+        result = run(led, request_id, actor(), round_id, body, expected)
+        return {"result": result, "round": led.round_state(round_id, result["version"])}
 
     view.__name__ = view.__qualname__ = name
     view.__doc__ = summary
     decorated: Any = bp.response(200, DecisionResponseSchema)(view)
+    decorated = bp.alt_response(412, response="PRECONDITION_FAILED")(decorated)
     if schema is not None:
         # An instance: given a class, webargs would build a new schema for every request.
         decorated = bp.arguments(schema())(decorated)
-    decorated = guard(bp, *roles, mutating=True)(decorated)
+    decorated = guard(bp, *roles, mutating=True, headers=_ROUND_COMMAND_HEADERS)(decorated)
     bp.route(f"/rounds/<uuid:round_id>{path}", methods=["POST"], endpoint=name)(decorated)
 
 
 _COMMANDS: tuple[tuple[str, str, type[Schema] | None, Run, str], ...] = (
     ("place_stake", "/stakes", StakeSchema,
-     lambda g, r, a, i, b: g.place_stake(r, a, i, b["bettor"], b["box"], b["amount"]),
+     lambda g, r, a, i, b, v: g.place_stake(r, a, i, b["bettor"], b["box"], b["amount"],
+                                            expected=v),
      "Place a stake on a box while betting is open (R-C8, R-M3)."),
     ("withdraw_stake", "/stakes/withdraw", BoxBettorSchema,
-     lambda g, r, a, i, b: g.withdraw_stake(r, a, i, b["bettor"], b["box"]),
+     lambda g, r, a, i, b, v: g.withdraw_stake(r, a, i, b["bettor"], b["box"], expected=v),
      "Withdraw a stake while betting is open; its hold is released (R-C8)."),
     ("deal", "/deal", None,
-     lambda g, r, a, i, b: g.deal(r, a, i),
+     lambda g, r, a, i, b, v: g.deal(r, a, i, expected=v),
      "Close betting and make the initial deal (R-C8, R-G2)."),
     ("hit", "/hit", HandDecisionSchema,
-     lambda g, r, a, i, b: g.hit(r, a, i, b["player"], b["box"], b["hand"]),
+     lambda g, r, a, i, b, v: g.hit(r, a, i, b["player"], b["box"], b["hand"], expected=v),
      "The box owner hits the hand whose turn it is (R-G3, R-G4)."),
     ("stand", "/stand", HandDecisionSchema,
-     lambda g, r, a, i, b: g.stand(r, a, i, b["player"], b["box"], b["hand"]),
+     lambda g, r, a, i, b, v: g.stand(r, a, i, b["player"], b["box"], b["hand"], expected=v),
      "The box owner stands."),
     ("double", "/double", HandDecisionSchema,
-     lambda g, r, a, i, b: g.double(r, a, i, b["player"], b["box"], b["hand"]),
+     lambda g, r, a, i, b, v: g.double(r, a, i, b["player"], b["box"], b["hand"], expected=v),
      "The box owner doubles: one more stake, exactly one more card (R-C2)."),
     ("split", "/split", HandDecisionSchema,
-     lambda g, r, a, i, b: g.split(r, a, i, b["player"], b["box"], b["hand"]),
+     lambda g, r, a, i, b, v: g.split(r, a, i, b["player"], b["box"], b["hand"], expected=v),
      "The box owner splits a pair (R-C3)."),
     ("surrender", "/surrender", SurrenderSchema,
-     lambda g, r, a, i, b: g.surrender(r, a, i, b["player"], b["box"]),
+     lambda g, r, a, i, b, v: g.surrender(r, a, i, b["player"], b["box"], expected=v),
      "The box owner surrenders the box: half of every stake is lost (R-C1)."),
     ("match", "/match", AnswerSchema,
-     lambda g, r, a, i, b: g.answer(r, a, i, b["bettor"], b["box"], b["hand"], True),
+     lambda g, r, a, i, b, v: g.answer(r, a, i, b["bettor"], b["box"], b["hand"], True,
+                                       expected=v),
      "A co-bettor matches the owner's double or split (R-C4)."),
     ("decline", "/decline", AnswerSchema,
-     lambda g, r, a, i, b: g.answer(r, a, i, b["bettor"], b["box"], b["hand"], False),
+     lambda g, r, a, i, b, v: g.answer(r, a, i, b["bettor"], b["box"], b["hand"], False,
+                                       expected=v),
      "A co-bettor declines the owner's double or split (R-C4)."),
     ("insure", "/insurance", InsuranceSchema,
-     lambda g, r, a, i, b: g.insure(r, a, i, b["bettor"], b["amount"]),
+     lambda g, r, a, i, b, v: g.insure(r, a, i, b["bettor"], b["amount"], expected=v),
      "A player insures against a dealer natural (R-C5)."),
     ("even_money", "/even-money", BoxBettorSchema,
-     lambda g, r, a, i, b: g.even_money(r, a, i, b["bettor"], b["box"]),
+     lambda g, r, a, i, b, v: g.even_money(r, a, i, b["bettor"], b["box"], expected=v),
      "A bettor with a natural against an ace takes even money (R-C6)."),
     ("play_dealer", "/dealer", None,
-     lambda g, r, a, i, b: g.play_dealer(r, a, i),
+     lambda g, r, a, i, b, v: g.play_dealer(r, a, i, expected=v),
      "The dealer plays out the hand (R-G8, R-W6)."),
     ("settle", "/settle", None,
-     lambda g, r, a, i, b: g.settle(r, a, i),
+     lambda g, r, a, i, b, v: g.settle(r, a, i, expected=v),
      "Settle every stake against the dealer's result (R-G5..R-G7, R-C5, R-C7)."),
 )
 

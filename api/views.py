@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import flask
 import flask_smorest
+from marshmallow import Schema
 from webargs.flaskparser import FlaskParser, abort
 
 from api.auth import current_principal, requires
@@ -39,18 +40,20 @@ _READ_ERRORS = (401, 403, 404, 422)
 _WRITE_ERRORS = (401, 403, 404, 409, 422)
 
 
-def guard(blp: Blueprint, *roles: str, mutating: bool = False) -> Callable[[F], F]:
+def guard(blp: Blueprint, *roles: str, mutating: bool = False,
+          headers: Schema | None = None) -> Callable[[F], F]:
     """The view answers only keys of ``roles``; a mutating one also needs an Idempotency-Key.
 
-    The key check runs first (outermost), then the Idempotency-Key (400 when missing), then
-    the view's own arguments. The view receives the key as ``request_id``.
+    The key check runs first (outermost), then the headers (``headers``, by default the
+    Idempotency-Key alone; 400 when missing or malformed), then the view's own arguments. The
+    view receives the key as ``request_id``, and any other header field by its name.
     """
 
     def decorator(view: F) -> F:
         decorated: Any = view
         if mutating:
             decorated = blp.arguments(
-                IdempotencyHeaderSchema(), location="headers", as_kwargs=True,
+                headers or IdempotencyHeaderSchema(), location="headers", as_kwargs=True,
                 error_status_code=400,
             )(decorated)
         decorated = requires(*roles)(decorated)

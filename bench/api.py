@@ -205,25 +205,27 @@ class DirectTerminal:
         while state["phase"] not in ("settled", "voided"):
             decision, body = next_decision(state)
             started = time.perf_counter()
-            self._call(round_id, decision, body or {})
-            state = led.round_state(round_id)
+            result = self._call(round_id, decision, body or {}, state["version"])
+            state = led.round_state(round_id, result["version"])
             self.samples.add(decision, time.perf_counter() - started)
 
-    def _call(self, round_id: UUID, decision: str, body: dict[str, Any]) -> None:
+    def _call(self, round_id: UUID, decision: str, body: dict[str, Any],
+              version: int) -> dict[str, Any]:
         led, rid = self.ledger, self.rid()
         if decision in ("hit", "stand", "double", "split"):
-            getattr(led, decision)(rid, "bench", round_id, body["player"], body["box"],
-                                   body["hand"])
-        elif decision == "surrender":
-            led.surrender(rid, "bench", round_id, body["player"], body["box"])
-        elif decision == "close_betting":
-            led.deal(rid, "bench", round_id)
-        elif decision == "play_dealer":
-            led.play_dealer(rid, "bench", round_id)
-        elif decision == "settle":
-            led.settle(rid, "bench", round_id)
-        else:
-            raise RuntimeError(f"the bench does not play {decision}")
+            play: Callable[..., dict[str, Any]] = getattr(led, decision)
+            return play(rid, "bench", round_id, body["player"], body["box"], body["hand"],
+                        expected=version)
+        if decision == "surrender":
+            return led.surrender(rid, "bench", round_id, body["player"], body["box"],
+                                 expected=version)
+        if decision == "close_betting":
+            return led.deal(rid, "bench", round_id, expected=version)
+        if decision == "play_dealer":
+            return led.play_dealer(rid, "bench", round_id, expected=version)
+        if decision == "settle":
+            return led.settle(rid, "bench", round_id, expected=version)
+        raise RuntimeError(f"the bench does not play {decision}")
 
     def rounds(self) -> list[str]:
         return self.played
@@ -372,7 +374,7 @@ def layer_alone(ledger: GameLedger, out: Callable[..., None], n: int = 2000) -> 
     state = ledger.round_state(round_id)
 
     class Instant:
-        def hit(self, *_: Any) -> dict[str, Any]:
+        def hit(self, *_: Any, **__: Any) -> dict[str, Any]:
             return result
 
         def round_state(self, *_: Any) -> dict[str, Any]:

@@ -39,7 +39,6 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from eventsourcing import application as es_application
 from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 from psycopg import sql
@@ -180,9 +179,9 @@ class Driver:
         return f"{self.tag}-{next(self._ids)}"
 
     def _call(self, timings: Timings, name: str, method: Callable[..., Any],
-              *args: Any) -> Any:
+              *args: Any, **kwargs: Any) -> Any:
         c0, t0 = time.thread_time(), time.perf_counter()
-        result = method(*args)
+        result = method(*args, **kwargs)
         timings.add(name, time.perf_counter() - t0, time.thread_time() - c0)
         return result
 
@@ -215,12 +214,13 @@ class Driver:
             if self.on_decision is not None:
                 self.on_decision(True)
             try:
+                # As a terminal does: the decision names the round version it was shown.
                 if play is Play.SURRENDER:
                     call(timings, "surrender", app.surrender, self.rid(), owner, round_id, owner,
-                         box)
+                         box, expected=state.version)
                 else:
                     call(timings, play.value, getattr(app, play.value), self.rid(), owner,
-                         round_id, owner, box, hand)
+                         round_id, owner, box, hand, expected=state.version)
             finally:
                 if self.on_decision is not None:
                     self.on_decision(False)
@@ -325,22 +325,11 @@ class Profiler:
         app = self.app
         recorder = app.recorder
         datastore = recorder.datastore  # type: ignore[attr-defined]
-        kind = {"Round": "round", "ShoeRecord": "shoe", "Account": "account",
-                "Receipt": "receipt"}
-
-        def repo_label(aggregate_id: UUID, **_: Any) -> str:
-            cache = app.repository.cache
-            try:
-                cached = cache.get(aggregate_id) if cache is not None else None
-            except KeyError:
-                cached = None
-            what = kind.get(type(cached).__name__, "uncached") if cached is not None else \
-                "uncached"
-            return f"repository.get[{what}]"
-
         self.wrap(app, "_answer", "receipt lookup (_answer)")
         self.wrap(app, "_version", "version query (_version)")
-        self.wrap(app.repository, "get", repo_label)
+        self.wrap(app, "_get", lambda cls, *_, **__: f"working set [{cls.__name__}]")
+        self.wrap(app, "_load", "load from the store")
+        self.wrap(app, "_catch_up", "catch up from the store")
         self.wrap(app, "save", "save()")
         self.wrap(recorder, "insert_events", "insert transaction")
         counted = recorder.insert_events
@@ -359,8 +348,6 @@ class Profiler:
         self.wrap_context(datastore, "get_connection", "pool checkout")
         self.wrap(app.mapper, "to_domain_event", "decode events")
         self.wrap(app.mapper, "to_stored_event", "encode events")
-        # The repository copies every aggregate it hands out from its cache.
-        self.wrap(es_application, "deepcopy", "deepcopy from cache")
         pool = datastore.pool
         if getattr(pool, "_check", None) is not None:
             self.wrap(pool, "_check", "pre-ping")

@@ -13,6 +13,18 @@ Concurrency: the event table's primary key is the optimistic lock. A command
 that lost a race on its round gets :class:`~ledger.errors.Conflict` and changed
 nothing; a race lost only on an account (another table settling for the same
 player) is retried a bounded number of times, since the round decision stands.
+A round command may name the round version its terminal saw (``expected``):
+it then acts on exactly that version or is refused with
+:class:`~ledger.errors.StaleVersion`.
+
+Reads: a command works on aggregates lent by the process's working set
+(:mod:`ledger.working_set`) without reading the store first, wherever a stale
+copy cannot lead to a wrong record: everything it writes is checked by the
+primary key at commit (a stale copy fails the save, and the command is decided
+again on fresh state); a refusal decided on a copy is checked again on fresh
+state before it is reported. What a command reads to decide but does not write
+(the shoe when a round starts) and the round a command guards, unless the
+terminal named its version, are brought up to date from the store first.
 """
 
 from __future__ import annotations
@@ -23,9 +35,9 @@ import json
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -52,6 +64,7 @@ from ledger.errors import (
     LedgerError,
     NotFound,
     RequestIdReused,
+    StaleVersion,
     TableClosed,
 )
 from ledger.money import HOUSE as HOUSE_KEY
@@ -60,6 +73,7 @@ from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits
 from ledger.sealing import SCHEME, ShoeSealer
 from ledger.shoe import Shoe, commitment, fresh_order, new_salt
+from ledger.working_set import WorkingSet
 
 A = TypeVar("A", bound=Aggregate)
 Clock = Callable[[], datetime]
@@ -70,6 +84,7 @@ REQUEST_ID_MAX_CHARS = 128
 NAME_MAX_CHARS = 64
 PAGE_SIZE_MAX = 500
 ORDER_CACHE_SIZE = 64
+WORKING_SET_SIZE = 2000
 
 
 def utc_now() -> datetime:
@@ -81,10 +96,6 @@ class GameLedger(Application[UUID]):
 
     name = "Ledger"
     snapshotting_intervals = {Account: 200}  # noqa: RUF012 (the library reads a dict)
-    env = {  # noqa: RUF012
-        "AGGREGATE_CACHE_MAXSIZE": "2000",
-        "AGGREGATE_CACHE_FASTFORWARD": "y",
-    }
 
     def construct_factory(self, env: Environment) -> InfrastructureFactory[Any]:
         """On PostgreSQL, the ledger's recorders (ledger.storage) take the library's place."""
@@ -103,6 +114,8 @@ class GameLedger(Application[UUID]):
         self._randbelow = randbelow
         self._orders: OrderedDict[UUID, list[Card]] = OrderedDict()  # opened shoes, LRU
         self._orders_lock = threading.Lock()  # request threads share one ledger
+        self._working = WorkingSet(WORKING_SET_SIZE)
+        self._local = threading.local()  # the command attempt running on this thread
 
     # ------------------------------------------------------------------ tables
 
@@ -246,97 +259,118 @@ class GameLedger(Application[UUID]):
 
     # ------------------------------------------------------------------ rounds
 
+    # Every round command takes ``expected``: the round version the terminal saw. Given, the
+    # command acts on exactly that version or is refused (StaleVersion); left out, it acts
+    # on the round as stored when it runs.
+
     def place_stake(self, request_id: str, actor: str, round_id: UUID, bettor: str, box: int,
-                    amount: int) -> Result:
+                    amount: int, *, expected: int | None = None) -> Result:
         return self._play(request_id, actor, round_id, "place_stake",
                           {"bettor": bettor, "box": box, "amount": amount},
-                          lambda m, d: m.place_stake(bettor, box, amount))
+                          lambda m, d: m.place_stake(bettor, box, amount), expected)
 
     def withdraw_stake(self, request_id: str, actor: str, round_id: UUID, bettor: str,
-                       box: int) -> Result:
+                       box: int, *, expected: int | None = None) -> Result:
         return self._play(request_id, actor, round_id, "withdraw_stake",
                           {"bettor": bettor, "box": box},
-                          lambda m, d: m.withdraw_stake(bettor, box))
+                          lambda m, d: m.withdraw_stake(bettor, box), expected)
 
-    def deal(self, request_id: str, actor: str, round_id: UUID) -> Result:
+    def deal(self, request_id: str, actor: str, round_id: UUID, *,
+             expected: int | None = None) -> Result:
         """Close betting and make the initial deal (R-C8, R-G2)."""
         return self._play(request_id, actor, round_id, "deal", {},
-                          lambda m, d: m.close_betting(d))
+                          lambda m, d: m.close_betting(d), expected)
 
     def hit(self, request_id: str, actor: str, round_id: UUID, player: str, box: int,
-            hand: int = 0) -> Result:
-        return self._hand_play(Play.HIT, request_id, actor, round_id, player, box, hand)
+            hand: int = 0, *, expected: int | None = None) -> Result:
+        return self._hand_play(Play.HIT, request_id, actor, round_id, player, box, hand,
+                               expected)
 
     def stand(self, request_id: str, actor: str, round_id: UUID, player: str, box: int,
-              hand: int = 0) -> Result:
-        return self._hand_play(Play.STAND, request_id, actor, round_id, player, box, hand)
+              hand: int = 0, *, expected: int | None = None) -> Result:
+        return self._hand_play(Play.STAND, request_id, actor, round_id, player, box, hand,
+                               expected)
 
     def double(self, request_id: str, actor: str, round_id: UUID, player: str, box: int,
-               hand: int = 0) -> Result:
-        return self._hand_play(Play.DOUBLE, request_id, actor, round_id, player, box, hand)
+               hand: int = 0, *, expected: int | None = None) -> Result:
+        return self._hand_play(Play.DOUBLE, request_id, actor, round_id, player, box, hand,
+                               expected)
 
     def split(self, request_id: str, actor: str, round_id: UUID, player: str, box: int,
-              hand: int = 0) -> Result:
-        return self._hand_play(Play.SPLIT, request_id, actor, round_id, player, box, hand)
+              hand: int = 0, *, expected: int | None = None) -> Result:
+        return self._hand_play(Play.SPLIT, request_id, actor, round_id, player, box, hand,
+                               expected)
 
     def _hand_play(self, play: Play, request_id: str, actor: str, round_id: UUID, player: str,
-                   box: int, hand: int) -> Result:
+                   box: int, hand: int, expected: int | None) -> Result:
         """The owner's hit, stand, double or split: the machine command of the same name."""
         return self._play(request_id, actor, round_id, play.value,
                           {"player": player, "box": box, "hand": hand},
-                          lambda m, d: getattr(m, play.value)(player, box, hand, d))
+                          lambda m, d: getattr(m, play.value)(player, box, hand, d), expected)
 
     def answer(self, request_id: str, actor: str, round_id: UUID, bettor: str, box: int,
-               hand: int, match: bool) -> Result:
+               hand: int, match: bool, *, expected: int | None = None) -> Result:
         """A co-bettor matches or declines the owner's double or split (R-C4)."""
         return self._play(request_id, actor, round_id, "answer",
                           {"bettor": bettor, "box": box, "hand": hand, "match": match},
-                          lambda m, d: m.answer(bettor, box, hand, match, d))
+                          lambda m, d: m.answer(bettor, box, hand, match, d), expected)
 
     def surrender(self, request_id: str, actor: str, round_id: UUID, player: str,
-                  box: int) -> Result:
+                  box: int, *, expected: int | None = None) -> Result:
         return self._play(request_id, actor, round_id, "surrender",
                           {"player": player, "box": box},
-                          lambda m, d: m.surrender(player, box))
+                          lambda m, d: m.surrender(player, box), expected)
 
     def insure(self, request_id: str, actor: str, round_id: UUID, bettor: str,
-               amount: int) -> Result:
+               amount: int, *, expected: int | None = None) -> Result:
         return self._play(request_id, actor, round_id, "insure",
                           {"bettor": bettor, "amount": amount},
-                          lambda m, d: m.insure(bettor, amount))
+                          lambda m, d: m.insure(bettor, amount), expected)
 
     def even_money(self, request_id: str, actor: str, round_id: UUID, bettor: str,
-                   box: int) -> Result:
+                   box: int, *, expected: int | None = None) -> Result:
         return self._play(request_id, actor, round_id, "even_money",
                           {"bettor": bettor, "box": box},
-                          lambda m, d: m.take_even_money(bettor, box))
+                          lambda m, d: m.take_even_money(bettor, box), expected)
 
-    def play_dealer(self, request_id: str, actor: str, round_id: UUID) -> Result:
+    def play_dealer(self, request_id: str, actor: str, round_id: UUID, *,
+                    expected: int | None = None) -> Result:
         return self._play(request_id, actor, round_id, "play_dealer", {},
-                          lambda m, d: m.play_dealer(d))
+                          lambda m, d: m.play_dealer(d), expected)
 
-    def settle(self, request_id: str, actor: str, round_id: UUID) -> Result:
-        return self._play(request_id, actor, round_id, "settle", {}, lambda m, d: m.settle())
+    def settle(self, request_id: str, actor: str, round_id: UUID, *,
+               expected: int | None = None) -> Result:
+        return self._play(request_id, actor, round_id, "settle", {}, lambda m, d: m.settle(),
+                          expected)
 
-    def void(self, request_id: str, actor: str, round_id: UUID, reason: str) -> Result:
+    def void(self, request_id: str, actor: str, round_id: UUID, reason: str, *,
+             expected: int | None = None) -> Result:
         """R-V1, R-X13: a manager voids an unfinished round; every stake is returned."""
         return self._play(request_id, actor, round_id, "void", {"reason": reason},
-                          lambda m, d: m.void(reason))
+                          lambda m, d: m.void(reason), expected)
 
     def record_ruling(self, request_id: str, actor: str, round_id: UUID, reason: str,
-                      corrects: list[int], adjustments: dict[str, int]) -> Result:
+                      corrects: list[int], adjustments: dict[str, int], *,
+                      expected: int | None = None) -> Result:
         """R-V2: a ruling on a settled round, moving money by compensating entries."""
         return self._play(request_id, actor, round_id, "record_ruling",
                           {"reason": reason, "corrects": corrects, "adjustments": adjustments},
-                          lambda m, d: m.record_ruling(reason, corrects, adjustments))
+                          lambda m, d: m.record_ruling(reason, corrects, adjustments),
+                          expected)
 
     def _play(self, request_id: str, actor: str, round_id: UUID, command: str,
               payload: dict[str, Any],
-              decide: Callable[[RoundMachine, Draw], list[f.Fact]]) -> Result:
+              decide: Callable[[RoundMachine, Draw], list[f.Fact]],
+              expected: int | None) -> Result:
+        # The version seen is a precondition, not content: a repeat answers the same.
         payload = {"round_id": str(round_id), **payload}
+        if expected is not None and (type(expected) is not int or expected < 1):
+            raise DecisionRefused("A round version is a whole number from 1.", "R-V1")
 
         def body() -> tuple[Result, list[Aggregate]]:
-            round_ = self._get(Round, round_id, "round")
+            round_ = self._get(Round, round_id, "round", fresh=True, expected=expected)
+            if expected is not None and round_.version != expected:
+                raise StaleVersion(expected, round_.version)
             shoe = _ShoeDraw(self, round_)
             now = self._clock()
             produced = round_.act(actor, request_id, now, lambda m: decide(m, shoe.draw))
@@ -361,25 +395,43 @@ class GameLedger(Application[UUID]):
                       "facts": len(produced)}
             return result, touched
 
-        return self._run(request_id, actor, command, payload, body, guard=round_id)
+        try:
+            return self._run(request_id, actor, command, payload, body, guard=round_id)
+        except StaleVersion:
+            raise
+        except Conflict:
+            if expected is None:
+                raise
+            # The copy at the version seen was right; the round moved on before the commit.
+            raise StaleVersion(expected, self._version(round_id)) from None
 
     # ----------------------------------------------------------------- queries
 
     def table(self, table_id: UUID) -> dict[str, Any]:
-        return self._get(Table, table_id, "table").summary()
+        with self._reading(Table, table_id, "table") as table:
+            return table.summary()
 
     def table_rounds(self, table_id: UUID, *, before: int | None = None,
                      limit: int = 50) -> list[UUID]:
         """The table's round ids, newest first, ``limit`` at most (paged by round number)."""
         limit = _page(limit)
-        table = self._get(Table, table_id, "table")
-        top = table.round_count if before is None else min(before - 1, table.round_count)
+        with self._reading(Table, table_id, "table") as table:
+            count = table.round_count
+        top = count if before is None else min(before - 1, count)
         return [ids.round_id(table_id, n) for n in range(top, max(top - limit, 0), -1)]
 
     def round_state(self, round_id: UUID, version: int | None = None) -> dict[str, Any]:
         """The round as it stood after ``version`` (the latest when None)."""
         if version is None:
-            return _round_view(self._get(Round, round_id, "round"))
+            with self._reading(Round, round_id, "round") as latest:
+                return _round_view(latest)
+        held = self._working.take(round_id)
+        if held is not None:
+            try:
+                if held.version == version and isinstance(held, Round):
+                    return _round_view(held)  # the state of a version never changes
+            finally:
+                self._working.give(held)
         try:
             round_: Aggregate = self.repository.get(round_id, version=version)
         except AggregateNotFoundError:
@@ -416,34 +468,41 @@ class GameLedger(Application[UUID]):
 
     def check_round(self, round_id: UUID) -> list[str]:
         """Re-run the rules over the recorded cards and decisions (R-S1): findings, if any."""
-        round_ = self._get(Round, round_id, "round")
+        with self._reading(Round, round_id, "round") as round_:
+            rules, limits = round_.machine.rules, round_.machine.limits
         recorded = [e.fact() for e in self.events.get(round_id)
                     if isinstance(e, Round.Recorded)]
-        return readjudicate(round_.machine.rules, round_.machine.limits, recorded)
+        return readjudicate(rules, limits, recorded)
 
     def balance(self, player: str) -> dict[str, Any]:
-        return self._account(player).summary()
+        try:
+            with self._reading(Account, ids.account_id(player), "account") as account:
+                return account.summary()
+        except NotFound:
+            raise _no_account(player) from None
 
     def house(self, table_id: UUID) -> dict[str, Any]:
-        return self._get(Account, ids.house_id(table_id), "house account").summary()
+        with self._reading(Account, ids.house_id(table_id), "house account") as account:
+            return account.summary()
 
     def account_entries(self, player: str, *, after: int = 0,
                         limit: int = 100) -> list[dict[str, Any]]:
         account_id = ids.account_id(player)
-        self._account(player)
+        if not self._exists(account_id):
+            raise _no_account(player)
         events = self.events.get(account_id, gt=after, limit=_page(limit))
         return [_describe(e) for e in events]
 
     def shoe(self, shoe_id: UUID) -> dict[str, Any]:
         """Commitment and position; the order and salt only once retired (R-H2)."""
-        return self._get(ShoeRecord, shoe_id, "shoe").public()
+        with self._reading(ShoeRecord, shoe_id, "shoe") as record:
+            return record.public()
 
     def verify_shoe(self, shoe_id: UUID) -> list[str]:
         """For a retired shoe: the reveal matches the commitment, and every card dealt from
         the shoe was the next card of the revealed order (R-H2, R-H3). Findings, if any."""
-        record = self._get(ShoeRecord, shoe_id, "shoe")
-        public = record.public()
-        if not record.retired:
+        public = self.shoe(shoe_id)
+        if not public["retired"]:
             return ["the shoe is still live: its order is not revealed yet"]
         findings = [] if public["verified"] else ["the reveal does not match the commitment"]
         order = public["order"]
@@ -477,31 +536,54 @@ class GameLedger(Application[UUID]):
         # again fails on the receipt's primary key, one that would now be refused is
         # recognised before its refusal is reported.
         for attempt in range(RETRIES_MAX + 1):
+            # The first try trusts the working set; the others read everything fresh.
+            tried = self._local.attempt = _Attempt(trusting=attempt == 0)
             try:
-                result, touched = body()
-            except LedgerError:
-                answered = self._answer(receipt_id, request_id, fingerprint)
-                if answered is not None:
-                    return answered
-                raise
-            expected = _loaded_version(touched, guard)
-            receipt = Receipt._create(Receipt.Created, id=receipt_id, timestamp=self._clock(),
-                                      request_id=request_id, command=command,
-                                      fingerprint=fingerprint, result=result, actor=actor)
-            try:
-                self.save(*touched, receipt)
+                try:
+                    result, touched = body()
+                except (LedgerError, InvariantBroken) as error:
+                    if tried.unverified:
+                        continue  # decided on copies that may be behind: decide again
+                    if isinstance(error, LedgerError):
+                        answered = self._answer(receipt_id, request_id, fingerprint)
+                        if answered is not None:
+                            return answered
+                    raise
+                expected = _loaded_version(touched, guard)
+                receipt = Receipt._create(Receipt.Created, id=receipt_id,
+                                          timestamp=self._clock(), request_id=request_id,
+                                          command=command, fingerprint=fingerprint,
+                                          result=result, actor=actor)
+                try:
+                    self._save([*touched, receipt])
+                except IntegrityError:
+                    answered = self._answer(receipt_id, request_id, fingerprint)
+                    if answered is not None:
+                        return answered
+                    moved = guard is not None and self._version(guard) != expected
+                    if moved or attempt >= max(retries, 1):
+                        raise Conflict("Another request changed this first; nothing was "
+                                       "changed. Look at the current state and decide "
+                                       "again.", "R-V1") from None
+                    continue
+                for aggregate in tried.taken:
+                    self._working.give(aggregate)
                 return result
-            except IntegrityError:
-                self._evict(touched)
-                answered = self._answer(receipt_id, request_id, fingerprint)
-                if answered is not None:
-                    return answered
-                moved = guard is not None and self._version(guard) != expected
-                if moved or attempt >= max(retries, 1 if guard is not None else 0):
-                    raise Conflict("Another request changed this first; nothing was changed. "
-                                   "Look at the current state and decide again.",
-                                   "R-V1") from None
+            finally:
+                self._local.attempt = None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _save(self, aggregates: Sequence[Aggregate]) -> None:
+        """What ``save()`` does for the ledger's aggregates, in one insert statement, without
+        the library's general-purpose steps (type protocol checks, recordings for
+        processing, notifications) that cost a tenth of a decision and serve nothing here."""
+        events = [event for aggregate in aggregates for event in aggregate.collect_events()]
+        self.recorder.insert_events([self.mapper.to_stored_event(e) for e in events])
+        kinds = {aggregate.id: type(aggregate) for aggregate in aggregates}
+        for event in events:
+            interval = self.snapshotting_intervals.get(kinds[event.originator_id])
+            if interval is not None and event.originator_version % interval == 0:
+                self.take_snapshot(event.originator_id, version=event.originator_version)
 
     def _answer(self, receipt_id: UUID, request_id: str, fingerprint: str) -> Result | None:
         created = next(iter(self.events.get(receipt_id, limit=1)), None)
@@ -515,31 +597,61 @@ class GameLedger(Application[UUID]):
         events = list(self.recorder.select_events(aggregate_id, desc=True, limit=1))
         return events[0].originator_version if events else 0
 
-    def _evict(self, touched: Sequence[Aggregate]) -> None:
-        cache = self.repository.cache
-        if cache is not None:
-            for aggregate in touched:
-                with contextlib.suppress(KeyError):
-                    cache.get(aggregate.id, evict=True)
-
     def _exists(self, aggregate_id: UUID) -> bool:
         return self._version(aggregate_id) > 0
 
-    def _get(self, cls: type[A], aggregate_id: UUID, what: str) -> A:
+    def _get(self, cls: type[A], aggregate_id: UUID, what: str, *, fresh: bool = False,
+             expected: int | None = None) -> A:
+        """For a command: the aggregate, lent by the working set until the command's save
+        commits. Brought up to date from the store when ``fresh``, on a retry, or when it
+        is not at the ``expected`` version; otherwise used as held."""
+        tried: _Attempt = self._local.attempt
+        aggregate = self._working.take(aggregate_id)
+        if aggregate is None:
+            aggregate = self._load(aggregate_id, what)
+        elif expected is not None and aggregate.version == expected:
+            pass  # exactly the state the terminal saw: events never change
+        elif fresh or expected is not None or not tried.trusting:
+            aggregate = self._catch_up(aggregate)
+        else:
+            tried.unverified = True
+        tried.taken.append(aggregate)
+        if not isinstance(aggregate, cls):
+            raise NotFound(f"{aggregate_id} is not a {what}.", "R-V1")
+        return aggregate
+
+    @contextlib.contextmanager
+    def _reading(self, cls: type[A], aggregate_id: UUID, what: str) -> Iterator[A]:
+        """For a query: the aggregate up to date, kept from other threads while read."""
+        held = self._working.take(aggregate_id)
+        aggregate = self._load(aggregate_id, what) if held is None else self._catch_up(held)
+        if not isinstance(aggregate, cls):
+            raise NotFound(f"{aggregate_id} is not a {what}.", "R-V1")
+        yield aggregate
+        self._working.give(aggregate)
+
+    def _load(self, aggregate_id: UUID, what: str) -> Aggregate:
         try:
             aggregate: Aggregate = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             raise NotFound(f"There is no {what} {aggregate_id}.", "R-V1") from None
-        if not isinstance(aggregate, cls):
-            raise NotFound(f"{aggregate_id} is not a {what}.", "R-V1")
+        return aggregate
+
+    def _catch_up(self, aggregate: Aggregate) -> Aggregate:
+        """The aggregate with the events recorded after its version applied."""
+        for event in self.events.get(aggregate.id, gt=aggregate.version):
+            mutated = cast(Aggregate.Event, event).mutate(aggregate)
+            if mutated is None:  # pragma: no cover (only a Created event starts afresh)
+                raise InvariantBroken(f"event {event.originator_version} of {aggregate.id} "
+                                      "did not apply to it")
+            aggregate = mutated
         return aggregate
 
     def _account(self, player: str) -> Account:
         try:
             return self._get(Account, ids.account_id(player), "account")
         except NotFound:
-            raise NotFound(f"Player {player} has no account; the cashier opens one.",
-                           "R-M3") from None
+            raise _no_account(player) from None
 
     def _require_no_round_in_play(self, table: Table) -> None:
         if table.round_id is None:
@@ -551,7 +663,7 @@ class GameLedger(Application[UUID]):
                               "R-V1")
 
     def _shoe_needs_replacing(self, shoe_id: UUID, rules: RuleSet) -> bool:
-        record = self._get(ShoeRecord, shoe_id, "shoe")
+        record = self._get(ShoeRecord, shoe_id, "shoe", fresh=True)  # read, not written
         return (record.retired or record.cut_card_out or record.decks != rules.decks
                 or record.wild_cards != rules.wild_cards)
 
@@ -629,6 +741,22 @@ class _ShoeDraw:
         card = self._shoe.draw()
         self.drawn += 1
         return card
+
+
+def _no_account(player: str) -> NotFound:
+    return NotFound(f"Player {player} has no account; the cashier opens one.", "R-M3")
+
+
+class _Attempt:
+    """One try of a command: what it took from the working set, and whether it used a
+    copy as held, without reading the store (``unverified``)."""
+
+    __slots__ = ("taken", "trusting", "unverified")
+
+    def __init__(self, *, trusting: bool) -> None:
+        self.trusting = trusting
+        self.taken: list[Aggregate] = []
+        self.unverified = False
 
 
 def _is_live(events: Sequence[Any]) -> bool:

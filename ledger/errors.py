@@ -71,6 +71,19 @@ class Conflict(LedgerError):
     kind = "conflict"
 
 
+class StaleVersion(Conflict):
+    """The round is no longer at the version the terminal saw; nothing was changed."""
+
+    kind = "stale"
+
+    def __init__(self, seen: int, now: int) -> None:
+        super().__init__(f"The round has changed since version {seen} was shown (it is at "
+                         f"version {now}); nothing was changed. Look at the round again and "
+                         "decide again.", "R-V1")
+        self.seen = seen
+        self.now = now
+
+
 class RequestIdReused(LedgerError):
     """A request id came back with different content; the first request stands."""
 

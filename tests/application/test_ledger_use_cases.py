@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from itertools import count
 from typing import Any
@@ -19,6 +20,7 @@ from ledger.errors import (
     NotYourTurn,
     RequestIdReused,
     RoundClosed,
+    StaleVersion,
 )
 from ledger.rules import CASINO, CASINO_WILD, TableLimits
 from ledger.shoe import verify_commitment
@@ -128,6 +130,36 @@ def test_a_repeated_request_returns_the_first_result_and_moves_no_money(
     assert app.balance("P1")["held"] == 100
     assert app.buy_in("cash-1", "cashier", "P2", 50) == app.buy_in("cash-1", "cashier", "P2", 50)
     assert app.balance("P2")["available"] == 1050
+
+
+def test_a_decision_naming_the_version_it_was_shown_acts_on_exactly_that_version(
+        make_ledger: MakeLedger) -> None:
+    desk = Desk(make_ledger(SteeredShuffle("5S TH 7D 6S 9C 4H")))
+    app, r = desk.app, desk.round()
+    shown = app.round_state(r)["version"]
+    desk.do("place_stake", r, "P1", 1, 10)  # another terminal's stake moves the round on
+    refused = unchanged(app, lambda: app.place_stake("late", "dealer", r, "P2", 2, 10,
+                                                      expected=shown),
+                        StaleVersion, "R-V1")
+    assert isinstance(refused, StaleVersion)
+    assert (refused.seen, refused.now) == (shown, shown + 1)
+    assert app.balance("P2")["held"] == 0
+    now = app.round_state(r)["version"]
+    result = app.place_stake("on-time", "dealer", r, "P2", 2, 10, expected=now)
+    assert result["version"] > now
+    # A repeat answers with the first result, whatever version it names.
+    assert app.place_stake("on-time", "dealer", r, "P2", 2, 10, expected=now) == result
+    assert app.balance("P2")["held"] == 10
+    desk.do("deal", r)
+    state = app.round_state(r)
+    after = app.hit("hit", "dealer", r, "P1", 1, 0, expected=state["version"])
+    assert app.round_state(r, after["version"]) == app.round_state(r)
+    assert app.round_state(r)["boxes"][0]["hands"][0]["cards"] == ["5S", "6S", "4H"]
+    bad: Any  # what a careless caller might pass
+    for bad in (0, -1, True, "3"):
+        stand: Callable[[], object] = functools.partial(app.stand, "bad", "dealer", r, "P1", 1,
+                                                        0, expected=bad)
+        unchanged(app, stand, DecisionRefused, "R-V1")
 
 
 def test_a_request_id_reused_for_other_content_is_refused(make_ledger: MakeLedger) -> None:

@@ -74,6 +74,30 @@ def test_an_unusable_idempotency_key_is_400(desk, key):
     assert "Idempotency-Key" in body["errors"]
 
 
+def test_a_decision_for_a_version_the_round_has_left_is_412_and_changes_nothing(desk):
+    http, path = desk.http, ROUND.format(desk.round_id)
+    shown = http.ok(http.get(f"/rounds/{desk.round_id}", role="dealer"))["version"]
+    http.ok(stake(desk, bettor="P1", box=1, amount=10))
+    late = http.request("POST", path, json={"bettor": "P2", "box": 2, "amount": 10},
+                        headers={"If-Match": f'"{shown}"'})
+    body = problem_of(late, 412)
+    assert (body["error"], body["rule"]) == ("StaleVersion", "R-V1")
+    assert f"version {shown} was shown" in body["detail"]
+    assert http.ok(http.get("/accounts/P2", role="cashier"))["held"] == 0
+    now = http.ok(http.get(f"/rounds/{desk.round_id}", role="dealer"))["version"]
+    answer = http.ok(http.request("POST", path, json={"bettor": "P2", "box": 2, "amount": 10},
+                                  headers={"If-Match": str(now)}))
+    assert answer["round"]["version"] == answer["result"]["version"] == now + 1
+
+
+@pytest.mark.parametrize("tag", ["seven", '"0"', "-1", '"1', "*", "1, 2", "9" * 10])
+def test_an_if_match_that_is_no_round_version_is_400(desk, tag):
+    response = desk.http.request("POST", ROUND.format(desk.round_id),
+                                 json={"bettor": "P1", "box": 1, "amount": 10},
+                                 headers={"If-Match": tag})
+    assert "If-Match" in problem_of(response, 400)["errors"]
+
+
 def test_a_body_that_is_not_json_is_400(http):
     response = http.client.post("/tables", data="{not json", content_type="application/json",
                                 headers={"Authorization": f"Bearer {KEYS['dealer']}",

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
 import psycopg
 import pytest
+from eventsourcing.domain import Aggregate
 
 from api.database import DatabaseSettings
 from ledger.application import GameLedger
@@ -81,9 +82,9 @@ class PausingLedger(GameLedger):
     name = "Ledger"  # the same event table as the service, not one named after this class
     barrier: threading.Barrier
 
-    def save(self, *objs: Any, **kwargs: Any) -> Any:
+    def _save(self, aggregates: Sequence[Aggregate]) -> None:
         self.barrier.wait(timeout=10)
-        return super().save(*objs, **kwargs)
+        super()._save(aggregates)
 
 
 def test_of_two_racing_decisions_one_wins_and_the_other_conflicts(

@@ -1,0 +1,55 @@
+"""The aggregates a ledger process has recently used, lent to one request at a time.
+
+A command takes what it needs out of the working set (:meth:`WorkingSet.take`), so no
+other thread of the process can see or change the same object meanwhile, and gives it
+back only once its save has committed (:meth:`WorkingSet.give`). A command that fails
+gives nothing back: what it took may be half-changed, and the next one reads it again
+from the event store.
+
+An aggregate kept here is exactly the state its version had (events are immutable), but
+it may be behind the store: another process may have recorded newer events. The ledger
+decides when that matters (:mod:`ledger.application`): a command's save fails on the
+event table's primary key if anything it used was behind, and is then decided again on
+fresh state.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+
+
+class WorkingSet:
+    """A thread-safe LRU of aggregates by id, at most ``size`` of them."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError("a working set holds at least one aggregate")
+        self.size = size
+        self._items: OrderedDict[UUID, Aggregate] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, aggregate_id: UUID) -> Aggregate | None:
+        """The aggregate, removed from the set until given back; None if not held."""
+        with self._lock:
+            return self._items.pop(aggregate_id, None)
+
+    def give(self, aggregate: Aggregate) -> None:
+        """Keep ``aggregate`` unless a newer version of it came back meanwhile."""
+        with self._lock:
+            held = self._items.get(aggregate.id)
+            if held is None or held.version < aggregate.version:
+                self._items[aggregate.id] = aggregate
+            self._items.move_to_end(aggregate.id)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def discard(self, aggregate_id: UUID) -> None:
+        with self._lock:
+            self._items.pop(aggregate_id, None)
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -1,0 +1,129 @@
+"""Two processes of the service, each with its own working set, on one event store.
+
+A process keeps the aggregates it used last; another process may have recorded newer
+events since. Whatever a copy held behind the store, the ledger must neither record a
+wrong thing nor refuse on stale state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from itertools import count
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from ledger.application import GameLedger
+from ledger.errors import StaleVersion
+from ledger.rules import CASINO
+from ledger.sealing import ShoeSealer
+from tests.scripted import SteeredShuffle
+
+NewEnv = Callable[[], dict[str, str]]
+Ledgers = Callable[..., GameLedger]
+_ids = count(1)
+
+
+def rid() -> str:
+    return f"w-{next(_ids)}"
+
+
+@pytest.fixture
+def ledgers(postgres_env: NewEnv) -> Iterator[Ledgers]:
+    """GameLedgers on one schema with one shoe key: the worker processes of one service."""
+    env, key = postgres_env(), ShoeSealer.new_key()
+    made: list[GameLedger] = []
+
+    def make(**kwargs: Any) -> GameLedger:
+        made.append(GameLedger(env=env, shoe_key=key, **kwargs))
+        return made[-1]
+
+    yield make
+    for ledger in made:
+        ledger.close()
+
+
+def dealt_round(app: GameLedger, rules: Any = CASINO) -> tuple[UUID, UUID]:
+    table = app.open_table(rid(), "boss", "T1", rules)
+    for n in (1, 2):
+        app.open_account(rid(), "cashier", f"P{n}")
+        app.buy_in(rid(), "cashier", f"P{n}", 1000)
+    r = app.start_round(rid(), "dealer", table)
+    for n in (1, 2):
+        app.place_stake(rid(), "dealer", r, f"P{n}", n, 10)
+    app.deal(rid(), "dealer", r)
+    return table, r
+
+
+def stand_and_settle(app: GameLedger, r: UUID) -> None:
+    """Every hand stands; the dealer plays; the round settles."""
+    while (turn := app.round_state(r)["turn"]) is not None:
+        app.stand(rid(), "dealer", r, f"P{turn['box']}", turn["box"], turn["hand"])
+    if app.round_state(r)["phase"] == "playing":
+        app.play_dealer(rid(), "dealer", r)
+    if app.round_state(r)["phase"] != "settled":
+        app.settle(rid(), "dealer", r)
+
+
+def test_a_process_behind_on_a_round_decides_on_the_round_as_stored(ledgers: Ledgers) -> None:
+    # Box 1 holds 5,6 and hits a 4; box 2 stands on 19; the dealer shows a 7.
+    a = ledgers(randbelow=SteeredShuffle("5S TH 7D 6S 9C 4H 8C TS"))
+    b = ledgers()
+    table, r = dealt_round(a)
+    seen_by_b = b.round_state(r)["version"]  # b's working set now holds the round
+    a.hit(rid(), "dealer", r, "P1", 1, 0)
+    a.stand(rid(), "dealer", r, "P1", 1, 0)
+    b.stand(rid(), "dealer", r, "P2", 2, 0)  # b's copy is behind: it must not matter
+    b.play_dealer(rid(), "dealer", r)
+    b.settle(rid(), "dealer", r)
+    state = a.round_state(r)
+    assert state["phase"] == "settled"
+    assert state["boxes"][0]["hands"][0]["cards"] == ["5S", "6S", "4H"]
+    assert a.check_round(r) == []
+    # Named versions: the one b was shown is refused, the current one is acted on.
+    r2 = a.start_round(rid(), "dealer", table)
+    b.round_state(r2)
+    a.place_stake(rid(), "dealer", r2, "P1", 1, 10)
+    with pytest.raises(StaleVersion):
+        b.place_stake(rid(), "dealer", r2, "P2", 2, 10, expected=1)
+    current = a.round_state(r2)["version"]
+    b.place_stake(rid(), "dealer", r2, "P2", 2, 10, expected=current)
+    assert a.balance("P2")["held"] == 10
+    assert seen_by_b < a.round_state(r)["version"]
+
+
+def test_a_refusal_decided_on_a_stale_account_is_checked_on_the_stored_one(
+        ledgers: Ledgers) -> None:
+    a, b = ledgers(), ledgers()
+    table, r = dealt_round(a)
+    stand_and_settle(b, r)
+    r2 = b.start_round(rid(), "dealer", table)
+    b.cash_out(rid(), "cashier", "P1", b.balance("P1")["available"] - 100)
+    a.buy_in(rid(), "cashier", "P1", 900)  # b's copy of the account shows 100 still
+    # More than b's copy shows, no more than the account holds: a stake, not a refusal.
+    b.place_stake(rid(), "dealer", r2, "P1", 1, 1000)
+    assert a.balance("P1") == b.balance("P1") == {**a.balance("P1"), "available": 0,
+                                                  "held": 1000}
+
+
+def test_a_process_behind_on_the_shoe_replaces_it_once_the_cut_card_is_out(
+        ledgers: Ledgers) -> None:
+    rules = CASINO.evolve(decks=1, penetration_percent=50)
+    a, b = ledgers(), ledgers()
+    table, r = dealt_round(a, rules)
+    first_shoe = b.round_state(r)["shoe_id"]
+    b.shoe(UUID(first_shoe))  # b's working set holds the shoe, early in it
+    while True:  # a plays on until the cut card is out
+        stand_and_settle(a, r)
+        if a.shoe(UUID(first_shoe))["position"] >= a.shoe(UUID(first_shoe))["cut"]:
+            break
+        r = a.start_round(rid(), "dealer", table)
+        for n in (1, 2):
+            a.place_stake(rid(), "dealer", r, f"P{n}", n, 10)
+        a.deal(rid(), "dealer", r)
+    b.table(table)  # b's table is up to date; its copy of the shoe is not
+    next_round = b.start_round(rid(), "dealer", table)
+    assert b.round_state(next_round)["shoe_id"] != first_shoe
+    assert a.shoe(UUID(first_shoe))["retired"]
+    assert a.verify_shoe(UUID(first_shoe)) == []
