@@ -3,10 +3,11 @@
 -- pitboss_owner   owns the schema and every table, trigger and function; nobody logs in
 --                 as it except to create or migrate tables (start the service once with
 --                 this role and CREATE_TABLE=y, then never again).
--- pitboss_service the API and the projection worker: may add events and read them, and
---                 maintain the projection tables. It cannot UPDATE or DELETE a stored event
---                 (no grant, and the owner's trigger refuses it anyway), nor drop the
---                 trigger (only the owner can).
+-- pitboss_service the API and the projection worker: may add events, only through the
+--                 ledger's insert function (which locks, chains and inserts with the owner's
+--                 rights), read them, and maintain the projection tables. It cannot INSERT,
+--                 UPDATE or DELETE a stored event directly (no grant, and the owner's
+--                 triggers refuse changes anyway), nor drop a trigger (only the owner can).
 -- pitboss_auditor read-only access for auditors' own tools. Live shoe orders are sealed
 --                 (AES-GCM, key held by the service only), so reading events reveals none.
 --
@@ -20,7 +21,10 @@ CREATE SCHEMA IF NOT EXISTS pitboss AUTHORIZATION pitboss_owner;
 GRANT USAGE ON SCHEMA pitboss TO pitboss_service, pitboss_auditor;
 
 -- After the owner has created the tables (first start with CREATE_TABLE=y):
-GRANT SELECT, INSERT ON pitboss.ledger_events, pitboss.ledger_snapshots TO pitboss_service;
+GRANT SELECT ON pitboss.ledger_events TO pitboss_service;
+GRANT EXECUTE ON FUNCTION pitboss.ledger_events_insert(uuid[], bigint[], text[], bytea[])
+    TO pitboss_service;
+GRANT SELECT, INSERT ON pitboss.ledger_snapshots TO pitboss_service;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA pitboss TO pitboss_service;
 GRANT SELECT ON pitboss.ledger_events TO pitboss_auditor;
 

@@ -1,14 +1,14 @@
 """Late commits and gaps: the projection never skips a lower id that commits late, and never
 stalls after an id that never commits.
 
-The ledger's recorder takes ``LOCK TABLE ledger_events IN EXCLUSIVE MODE`` before it draws
-notification ids and holds it through its commit (in its insert function; the library's own
-pipelined insert does the same). So a writer that holds its transaction open
-makes the other writers queue behind it rather than commit past it: ids become visible in
-order. These tests hold a writer open for a second inside the real insert path (a recorder
-that pauses after its INSERT, before its commit) or in a raw transaction that does what the
-recorder does (lock, insert, then roll back: a gap), while another ledger writes and the
-worker runs, and check what the worker does before and after.
+The ledger's insert function takes an advisory lock before it draws notification ids and
+holds it through its commit (the library's own pipelined insert locks the table to the same
+end). So a writer that holds its transaction open makes the other writers queue behind it
+rather than commit past it: ids become visible in order. These tests hold a writer open for
+a second inside the real insert path (a recorder that pauses after its insert, before its
+commit) or in a raw transaction that calls the same function and then rolls back (a gap),
+while another ledger writes and the worker runs, and check what the worker does before and
+after.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def test_a_writer_that_commits_late_is_neither_skipped_nor_stalls_the_worker(
     (late_id, *_) = recorder.ids
     other = in_thread(lambda: casino.ledger.buy_in(casino.rid(), "cashier", "P2", 50))
     time.sleep(HOLD_S)
-    # The other writer queues behind the table lock; the worker has nothing new to read.
+    # The other writer queues behind the append lock; the worker has nothing new to read.
     assert other.is_alive(), "a second writer committed past an open writer"
     assert head(env) == start
     assert set(positions(env).values()) == {start}
@@ -175,17 +175,14 @@ def test_an_id_that_never_commits_leaves_a_gap_the_worker_steps_over_at_once(
     account.buy_in(500, "cashier", "never-committed", account.modified_on)
     (event,) = account.collect_events()
     stored = casino.ledger.mapper.to_stored_event(event)
+    recorder = casino.ledger.recorder
+    assert isinstance(recorder, LedgerRecorder)
     with connect(env) as conn:
-        # What the recorder does, then a rollback: the drawn id is burnt.
+        # What the recorder does, inside a transaction that rolls back: the drawn id is burnt.
         conn.execute("BEGIN")
-        conn.execute("SET LOCAL lock_timeout = '5s'")
-        conn.execute("LOCK TABLE ledger_events IN EXCLUSIVE MODE")
-        conn.execute("NOTIFY ledger_events")
-        row = conn.execute(
-            "INSERT INTO ledger_events (originator_id, originator_version, topic, state) "
-            "VALUES (%s, %s, %s, %s) RETURNING notification_id",
-            (stored.originator_id, stored.originator_version, stored.topic, stored.state),
-        ).fetchone()
+        row = conn.execute(recorder._insert_statement,
+                           ([stored.originator_id], [stored.originator_version], [stored.topic],
+                            [stored.state])).fetchone()
         assert row is not None
         burnt = row[0]
         other = in_thread(lambda: casino.ledger.buy_in(casino.rid(), "cashier", "P2", 50))

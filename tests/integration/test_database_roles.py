@@ -1,0 +1,99 @@
+"""deploy/postgres-roles.sql, applied as written: the service appends events only through
+the ledger's insert function, the auditor only reads.
+
+The file's grants run against a fresh schema (its roles renamed for this test), the tables
+created by the session's superuser standing in for ``pitboss_owner``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from api.database import DatabaseSettings
+from ledger.application import GameLedger
+from ledger.rules import CASINO
+from ledger.sealing import ShoeSealer
+from ledger.storage import LedgerRecorder, verify_chain
+
+ROLES_FILE = Path(__file__).parents[2] / "deploy" / "postgres-roles.sql"
+Env = dict[str, str]
+
+
+def grants(schema: str, names: dict[str, str]) -> list[str]:
+    """The file's statements after the tables exist (GRANT and ALTER DEFAULT PRIVILEGES),
+    for ``schema`` and the renamed roles."""
+    text = re.sub(r"--[^\n]*", "", ROLES_FILE.read_text())
+    text = text.replace("pitboss.", f'"{schema}".').replace("SCHEMA pitboss", f'SCHEMA "{schema}"')
+    for role, renamed in names.items():
+        text = text.replace(role, renamed)
+    statements = [" ".join(s.split()) for s in text.split(";") if s.strip()]
+    return [s for s in statements if s.startswith(("GRANT", "ALTER DEFAULT"))]
+
+
+@pytest.fixture
+def roles(database: DatabaseSettings, postgres_env: Any) -> Iterator[tuple[Env, dict[str, str]]]:
+    env: Env = postgres_env()
+    GameLedger(env=env).close()  # the tables, made by the owner
+    tag = uuid.uuid4().hex[:8]
+    names = {f"pitboss_{r}": f"pb_{r}_{tag}" for r in ("owner", "service", "auditor")}
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {names['pitboss_owner']} NOLOGIN")
+        for role in ("service", "auditor"):
+            conn.execute(f"CREATE ROLE {names[f'pitboss_{role}']} LOGIN")
+        for statement in grants(env["POSTGRES_SCHEMA"], names):
+            conn.execute(statement)
+    yield env, names
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        for role in names.values():
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
+def as_role(database: DatabaseSettings, role: str) -> psycopg.Connection[Any]:
+    conninfo = database.conninfo().replace(f"user={database.user}", f"user={role}")
+    return psycopg.connect(conninfo, autocommit=True)
+
+
+def test_the_service_role_records_rounds_but_cannot_write_around_the_ledger(
+        roles: tuple[Env, dict[str, str]], database: DatabaseSettings) -> None:
+    env, names = roles
+    service, auditor = names["pitboss_service"], names["pitboss_auditor"]
+    ledger = GameLedger(env={**env, "POSTGRES_USER": service, "CREATE_TABLE": "n"},
+                        shoe_key=ShoeSealer.new_key())
+    try:
+        table = ledger.open_table("t", "boss", "T1", CASINO)
+        ledger.open_account("a", "cashier", "P1")
+        ledger.buy_in("b", "cashier", "P1", 500)
+        r = ledger.start_round("s", "dealer", table)
+        ledger.place_stake("p1", "dealer", r, "P1", 1, 50)
+        ledger.place_stake("p2", "dealer", r, "P1", 2, 50)
+        ledger.deal("d", "dealer", r)
+        assert ledger.balance("P1")["available"] <= 400
+        recorder = ledger.recorder
+        assert isinstance(recorder, LedgerRecorder)
+        assert verify_chain(recorder).intact
+    finally:
+        ledger.close()
+    events = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
+    insert_function = f'"{env["POSTGRES_SCHEMA"]}".ledger_events_insert'
+    with as_role(database, service) as conn:
+        for statement in (f"INSERT INTO {events} (originator_id, originator_version, topic, "
+                          f"state, chain_hash) VALUES (gen_random_uuid(), 1, 'x', 'x', 'x')",
+                          f"UPDATE {events} SET topic = topic",
+                          f"DELETE FROM {events}"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+    with as_role(database, auditor) as conn:
+        rows = conn.execute(f"SELECT count(*) FROM {events}").fetchone()
+        assert rows is not None
+        assert rows[0] > 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"SELECT * FROM {insert_function}(%s, %s, %s, %s)",
+                         ([uuid.uuid4()], [1], ["x"], [b"x"]))
