@@ -22,9 +22,12 @@ Reads: a command works on aggregates lent by the process's working set
 copy cannot lead to a wrong record: everything it writes is checked by the
 primary key at commit (a stale copy fails the save, and the command is decided
 again on fresh state); a refusal decided on a copy is checked again on fresh
-state before it is reported. What a command reads to decide but does not write
-(the shoe when a round starts) and the round a command guards, unless the
-terminal named its version, are brought up to date from the store first.
+state before it is reported. Brought up to date from the store first: what a
+command reads to decide but does not write (the shoe when a round starts), the
+round a command guards unless it is at the version the terminal named, the shoe
+at a round's deal or when it is not where the round's last card left it, and,
+once one copy was found behind (another process is at work at this table),
+everything else the command uses.
 """
 
 from __future__ import annotations
@@ -368,7 +371,9 @@ class GameLedger(Application[UUID]):
             raise DecisionRefused("A round version is a whole number from 1.", "R-V1")
 
         def body() -> tuple[Result, list[Aggregate]]:
-            round_ = self._get(Round, round_id, "round", fresh=True, expected=expected)
+            round_ = self._get(Round, round_id, "round", fresh=True,
+                               exact=None if expected is None else
+                               lambda held: held.version == expected)
             if expected is not None and round_.version != expected:
                 raise StaleVersion(expected, round_.version)
             shoe = _ShoeDraw(self, round_)
@@ -601,19 +606,25 @@ class GameLedger(Application[UUID]):
         return self._version(aggregate_id) > 0
 
     def _get(self, cls: type[A], aggregate_id: UUID, what: str, *, fresh: bool = False,
-             expected: int | None = None) -> A:
+             exact: Callable[[A], bool] | None = None) -> A:
         """For a command: the aggregate, lent by the working set until the command's save
-        commits. Brought up to date from the store when ``fresh``, on a retry, or when it
-        is not at the ``expected`` version; otherwise used as held."""
+        commits. Used as held when ``exact`` says the copy is known to be current, or when
+        the attempt trusts the working set; otherwise (``fresh``, an ``exact`` that says no,
+        a retry) brought up to date from the store first. A copy found behind means other
+        processes are at work here: the rest of the attempt reads fresh."""
         tried: _Attempt = self._local.attempt
-        aggregate = self._working.take(aggregate_id)
-        if aggregate is None:
+        held = self._working.take(aggregate_id)
+        if held is None:
             aggregate = self._load(aggregate_id, what)
-        elif expected is not None and aggregate.version == expected:
-            pass  # exactly the state the terminal saw: events never change
-        elif fresh or expected is not None or not tried.trusting:
-            aggregate = self._catch_up(aggregate)
+        elif exact is not None and isinstance(held, cls) and exact(held):
+            aggregate = held
+        elif fresh or exact is not None or not tried.trusting:
+            version = held.version
+            aggregate = self._catch_up(held)
+            if aggregate.version != version:
+                tried.trusting = False
         else:
+            aggregate = held
             tried.unverified = True
         tried.taken.append(aggregate)
         if not isinstance(aggregate, cls):
@@ -733,7 +744,12 @@ class _ShoeDraw:
 
     def draw(self) -> tuple[Card, int]:
         if self._shoe is None:
-            record = self._ledger._get(ShoeRecord, self._round.shoe_id, "shoe")
+            # While its round is in play only that round draws from the shoe (R-H4): once the
+            # round has dealt, a copy at the position after its last card is the shoe as it is.
+            at = self._round.next_position
+            record = self._ledger._get(ShoeRecord, self._round.shoe_id, "shoe", fresh=True,
+                                       exact=None if at is None else
+                                       lambda held: held.position == at)
             if record.retired:
                 raise DealRefused("The round's shoe has been retired.", "R-H4")
             self.record = record

@@ -57,7 +57,10 @@ class Round(Aggregate):
             return cls(**{name: getattr(self, name) for name in cls.__dataclass_fields__})
 
         def apply(self, round_: Round) -> None:
-            round_.machine.apply(self.fact())
+            fact = self.fact()
+            round_.machine.apply(fact)
+            if isinstance(fact, CARD_FACTS):
+                round_.next_position = fact.position + 1
 
     EVENT_FOR_FACT: ClassVar[dict[type[f.Fact], type[Recorded]]] = {}
 
@@ -70,6 +73,7 @@ class Round(Aggregate):
         self.shoe_id = shoe_id
         self.rules_hash = rules_hash
         self.machine = RoundMachine(RuleSet.from_dict(rules), TableLimits.from_dict(limits))
+        self.next_position: int | None = None  # the shoe position after the last card dealt
 
     def act(self, actor: str, request_id: str, now: datetime,
             command: Callable[[RoundMachine], list[f.Fact]]) -> list[f.Fact]:
