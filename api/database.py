@@ -163,7 +163,7 @@ class DatabaseSettings:
             # No ping before every checkout (it cost a tenth of a decision): the library retries
             # a statement on a broken connection, and the pool drops broken connections.
             "POSTGRES_PRE_PING": "n",
-            # Never the database functions: their insert skips the table lock, so notification
+            # Never the library's database functions: their insert takes no lock, so notification
             # ids could commit out of order. Set explicitly so a stray variable cannot enable it.
             "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
         }

@@ -5,9 +5,11 @@ One run, on a fresh embedded PostgreSQL (or ``DATABASE_URL``, in a temporary sch
 (a) player decisions (hit, stand, double, split, surrender) per second and their latency
     p50/p99, with 1, 4 and 16 concurrent table terminals, each terminal its own table with
     three basic-strategy players; through HTTP (``pitboss serve``: gunicorn, sync workers) and
-    directly on a GameLedger in this process (one thread per terminal). A decision over HTTP
-    answers with the round's state, so the direct figure is the same work: the use case and
-    then ``round_state``. Latency is measured by the terminal (client side).
+    directly on a GameLedger in this process (one thread per terminal). Both name the round
+    version they decided on (``If-Match``, ``expected=``), and a decision over HTTP answers
+    with the round right after it, so the direct figure is the same work: the use case, then
+    ``round_state`` at the version it returned. Latency is measured by the terminal (client
+    side).
 (b) a settled round's frame-by-frame replay: ``GET /audit/rounds/<id>/replay`` against
     ``GameLedger.replay`` on the same rounds, p50/p99;
 (c) the HTTP layer alone: a decision request through the app in this process, with a
@@ -191,6 +193,7 @@ class DirectTerminal:
             ledger.buy_in(self.rid(), "bench", player, BUY_IN)
         self.played: list[str] = []
         self._stake = itertools.cycle(STAKES)
+        self.pause_s = 0.0  # idle time before each decision (not timed)
 
     def rid(self) -> str:
         return f"{self.tag}-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
@@ -204,6 +207,8 @@ class DirectTerminal:
         state = led.round_state(round_id)
         while state["phase"] not in ("settled", "voided"):
             decision, body = next_decision(state)
+            if self.pause_s:
+                time.sleep(self.pause_s)
             started = time.perf_counter()
             result = self._call(round_id, decision, body or {}, state["version"])
             state = led.round_state(round_id, result["version"])
@@ -341,6 +346,8 @@ def report(db: Database, args: argparse.Namespace, folder: str) -> None:
                 out(f"    {'':>9}  of an HTTP decision's mean {h['mean']:.2f} ms, "
                     f"{h['server']:.2f} ms inside the app (Server-Timing), "
                     f"{h['mean'] - h['server']:.2f} ms in transport, gunicorn and the client")
+                if n == 1:
+                    paced(ledger, h, d, args.seconds, out)
                 rows.append((n, h, d))
                 http_rounds += [r for t in sides["http"] for r in t.rounds()]
                 for t in sides["http"]:
@@ -358,6 +365,23 @@ def report(db: Database, args: argparse.Namespace, folder: str) -> None:
         out(f"verdict: at 1 terminal an HTTP decision takes {h['mean'] / d['mean']:.2f}x the "
             f"direct call (mean), {verdict} the 1.5x budget")
     out(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def paced(ledger: GameLedger, h: dict[str, float], d: dict[str, float], seconds: float,
+          out: Callable[..., None]) -> None:
+    """The direct terminal again, idle before each decision as long as an HTTP decision takes
+    beyond a direct one: PostgreSQL answers more slowly after an idle gap (even SELECT 1), so
+    this is the direct call at the rhythm the HTTP side imposes on the database."""
+    samples = Samples()
+    desk = DirectTerminal(ledger, "paced", samples)
+    desk.pause_s = max(h["mean"] - d["mean"], 0.0) / 1e3
+    play_for([desk], samples, 0)
+    samples.clear()
+    play_for([desk], samples, seconds / 2)
+    p = figures(samples)
+    out(f"    {'':>9}  direct, idle {desk.pause_s * 1e3:.2f} ms before each decision: mean "
+        f"{p['mean']:.2f} ms, p50 {p['p50']:.2f} ms (the database idles as between HTTP "
+        f"decisions); http/paced mean {h['mean'] / p['mean']:.2f}x")
 
 
 def layer_alone(ledger: GameLedger, out: Callable[..., None], n: int = 2000) -> None:

@@ -11,10 +11,13 @@ One run, synchronous_commit as the server has it (on by default), measures:
 (c) full rounds per second: three players with a box each under basic strategy,
     start_round, three stakes, deal, the decisions, play_dealer and settle;
 (d) the time to build one round's frame-by-frame replay, p50 and p99;
-(e) where one decision's time goes: receipt lookup, version query, aggregate
-    loads, deep copies, save() and its insert transaction, pool checkouts
-    (each with the pool's pre-ping); then the write path alone, piece by piece;
-(f) what if: decisions with the pool's pre-ping off, against as configured.
+(e) where one decision's time goes: the aggregates lent by the working set, any
+    store reads (receipt lookup, version query, loads, catch-ups), the save and its
+    insert statement; then the write path alone, piece by piece;
+(f) what if: decisions that do not name the round version they were made on (the ledger
+    then reads the round from the store first), against those that do;
+(g) the raw insert of (a) after the connection sat idle 0.5 to 10 ms: PostgreSQL answers
+    more slowly after a pause, which every real terminal (and an HTTP layer) imposes.
 
 The database is a fresh embedded PostgreSQL in a temporary folder (stopped and
 removed at the end), or ``DATABASE_URL`` when set (then in a temporary schema,
@@ -174,6 +177,7 @@ class Driver:
         self.rounds: list[UUID] = []
         self.driver_seconds = 0.0  # reading the round to choose the next play (not the ledger)
         self.on_decision: Callable[[bool], None] | None = None
+        self.name_version = True  # decisions name the round version they were made on
 
     def rid(self) -> str:
         return f"{self.tag}-{next(self._ids)}"
@@ -215,12 +219,13 @@ class Driver:
                 self.on_decision(True)
             try:
                 # As a terminal does: the decision names the round version it was shown.
+                seen = {"expected": state.version} if self.name_version else {}
                 if play is Play.SURRENDER:
                     call(timings, "surrender", app.surrender, self.rid(), owner, round_id, owner,
-                         box, expected=state.version)
+                         box, **seen)
                 else:
                     call(timings, play.value, getattr(app, play.value), self.rid(), owner,
-                         round_id, owner, box, hand, expected=state.version)
+                         round_id, owner, box, hand, **seen)
             finally:
                 if self.on_decision is not None:
                     self.on_decision(False)
@@ -330,7 +335,7 @@ class Profiler:
         self.wrap(app, "_get", lambda cls, *_, **__: f"working set [{cls.__name__}]")
         self.wrap(app, "_load", "load from the store")
         self.wrap(app, "_catch_up", "catch up from the store")
-        self.wrap(app, "save", "save()")
+        self.wrap(app, "_save", "save (_save)")
         self.wrap(recorder, "insert_events", "insert transaction")
         counted = recorder.insert_events
 
@@ -402,13 +407,15 @@ def replays(app: GameLedger, rounds: list[UUID]) -> dict[str, float]:
 
 
 class _PlainEvents(Application[UUID]):
-    """The library's own recorder: table lock, NOTIFY and INSERT in one transaction."""
+    """The library's own recorder: table lock, NOTIFY and INSERT in one pipelined
+    transaction, through its pool."""
 
     name = "BenchPlain"
 
 
 class _ChainedEvents(Application[UUID]):
-    """The ledger's recorder: the same, plus its hash-chain and append-only triggers."""
+    """The ledger's recorder: one call of its insert function (append lock, NOTIFY, hash
+    chain, INSERT) on a connection kept for appending."""
 
     name = "BenchChained"
     env = {"APPLICATION_RECORDER_TOPIC": "ledger.storage:LedgerRecorder"}  # noqa: RUF012
@@ -430,11 +437,11 @@ def write_path(db: Database, raw: RawInserts, n: int,
             ("raw INSERT + COMMIT (psycopg, (a))", lambda: raw.run(1)),
             ("insert_events, 1 row, library recorder",
              lambda: plain.recorder.insert_events(events(1))),
-            ("insert_events, 1 row, + hash chain trigger",
+            ("insert_events, 1 row, the ledger's recorder",
              lambda: chained.recorder.insert_events(events(1))),
             (f"insert_events, {rows} rows, library recorder",
              lambda: plain.recorder.insert_events(events(rows))),
-            (f"insert_events, {rows} rows, + hash chain trigger",
+            (f"insert_events, {rows} rows, the ledger's recorder",
              lambda: chained.recorder.insert_events(events(rows))),
         ]
         samples: list[list[float]] = [[] for _ in variants]
@@ -587,21 +594,44 @@ def report(db: Database, raw: RawInserts, args: argparse.Namespace) -> None:
 
     if args.what_if:
         what_if(db, raw, args, per_round, out)
+    idle_gaps(raw, args.idle_gap, out)
     out("")
     out(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def idle_gaps(raw: RawInserts, n: int, out: Callable[..., None]) -> None:
+    """(g) The same raw insert after the connection sat idle a while, gaps taken in turn:
+    what a terminal that pauses between decisions (or an HTTP layer) costs the database."""
+    gaps_ms = (0.0, 0.5, 1.5, 3.0, 10.0)
+    samples: list[list[float]] = [[] for _ in gaps_ms]
+    for i in range(n):
+        for k, gap in enumerate(gaps_ms):
+            if gap:
+                time.sleep(gap / 1e3)
+            samples[k] += raw.run(1)
+        if (i + 1) % max(n // 4, 1) == 0:
+            progress(f"(g) {i + 1:,}/{n:,} inserts per gap")
+    out("")
+    out(f"(g) raw INSERT + COMMIT after the connection was idle ({n} each, gaps in turn)")
+    for gap, x in zip(gaps_ms, samples, strict=True):
+        f = summary(x)
+        out(f"    idle {gap:4.1f} ms before: p50 {f['p50_ms']:.3f} ms, mean "
+            f"{1e3 / f['rate']:.3f} ms")
 
 
 def what_if(db: Database, raw: RawInserts, args: argparse.Namespace, per_round: int,
             out: Callable[..., None]) -> None:
     """The same decisions under other configurations, rounds taken in turn so the drift of
     the commit latency hits every variant alike."""
-    variants: tuple[tuple[str, dict[str, str]], ...] = (
-        ("as configured (POSTGRES_PRE_PING=y)", {}),
-        ("POSTGRES_PRE_PING=n", {"POSTGRES_PRE_PING": "n"}),
+    variants: tuple[tuple[str, bool], ...] = (
+        ("naming the version shown (as (b))", True),
+        ("not naming it: round read first", False),
     )
-    apps = [new_ledger(db, **env) for _, env in variants]
+    apps = [new_ledger(db) for _ in variants]
     try:
         drivers = [Driver(app, f"what-if{i}") for i, app in enumerate(apps)]
+        for d, (_, name_version) in zip(drivers, variants, strict=True):
+            d.name_version = name_version
         for d in drivers:
             play(d, args.warmup, "(f) warm-up")
         timings = [Timings() for _ in drivers]
@@ -641,6 +671,8 @@ def main() -> None:
                         help="transactions per write-path variant for (e)")
     parser.add_argument("--what-if", type=int, default=60, metavar="ROUNDS",
                         help="rounds per configuration variant for (f); 0 skips it")
+    parser.add_argument("--idle-gap", type=int, default=300, metavar="N",
+                        help="raw inserts per idle gap for (g)")
     args = parser.parse_args()
     if args.rounds < 1 or args.inserts < 1:
         parser.error("--rounds and --inserts must be at least 1")

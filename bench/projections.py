@@ -5,7 +5,7 @@ One run, synchronous_commit as the server has it (on by default):
 1. **Log.** A sample of rounds is played through GameLedger (basic strategy, three players a
    table, a few voids, rulings and cash-outs), then copied with fresh ids (every aggregate id,
    in the rows and inside the JSON) and times shifted an hour per copy, straight into the
-   event table (COPY, under the recorder's table lock, the hash-chain trigger on), until the
+   event table (COPY, under the ledger's append lock, each row chained), until the
    log holds ``--events`` events. Generation time is not a measured figure.
 2. **Baselines**, over the whole log, in pages of ``--batch``: reading the notifications
    (``select_notifications``) only, then reading and decoding every one of them
@@ -56,6 +56,7 @@ from ledger.application import GameLedger
 from ledger.plays import Play
 from ledger.rules import CASINO, CASINO_WILD, TableLimits
 from ledger.sealing import ShoeSealer
+from ledger.storage import GENESIS, append_lock_key, link
 from ledger.strategy import basic_strategy
 from projections.balances import BalancesProjection
 from projections.base import NEXT
@@ -188,6 +189,7 @@ def copy_log(db: Database, sample_head: int, target: int) -> int:
     progress(f"copying {len(rows)} sample events {copies} times ({len(ids)} ids remapped)")
     inserted = 0
     buffer: list[tuple[UUID, int, str, bytes]] = []
+    lock_key = append_lock_key(db.schema, "ledger_events")
     with db.connect() as conn:
         for k in range(1, copies + 1):
             mapping = {u: uuid.uuid5(UUID(u), f"copy-{k}").hex for u in ids}
@@ -196,13 +198,13 @@ def copy_log(db: Database, sample_head: int, target: int) -> int:
                 state = _rewrite(text, mapping, shift)
                 buffer.append((UUID(mapping[row[0].hex]), row[1], row[2], state.encode()))
                 if len(buffer) >= COPY_ROWS or sample_head + inserted + len(buffer) >= target:
-                    inserted += _copy(conn, buffer)
+                    inserted += _copy(conn, buffer, lock_key)
                     buffer = []
                     if sample_head + inserted >= target:
                         return sample_head + inserted
             if k % 20 == 0:
                 progress(f"copy {k}/{copies}: {sample_head + inserted + len(buffer)} events")
-        inserted += _copy(conn, buffer)
+        inserted += _copy(conn, buffer, lock_key)
     return sample_head + inserted
 
 
@@ -214,15 +216,22 @@ def _rewrite(text: str, mapping: dict[str, str], shift: timedelta) -> str:
                         f'{(datetime.fromisoformat(m[1]) + shift).isoformat()}"', text)
 
 
-def _copy(conn: psycopg.Connection[Any], rows: list[tuple[UUID, int, str, bytes]]) -> int:
+def _copy(conn: psycopg.Connection[Any], rows: list[tuple[UUID, int, str, bytes]],
+          lock_key: int) -> int:
+    """Append ``rows`` as the ledger's insert function would: under its append lock, each row
+    chained to the one before (ledger.storage)."""
     if not rows:
         return 0
     with conn.transaction():
-        conn.execute("LOCK TABLE ledger_events IN EXCLUSIVE MODE")
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
+        head = conn.execute("SELECT chain_hash FROM ledger_events "
+                            "ORDER BY notification_id DESC LIMIT 1").fetchone()
+        previous = bytes(head[0]) if head is not None else GENESIS
         with conn.cursor().copy("COPY ledger_events (originator_id, originator_version, topic, "
-                                "state) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
+                                "state, chain_hash) FROM STDIN") as copy:
+            for originator_id, version, topic, state in rows:
+                previous = link(previous, originator_id, version, topic, state)
+                copy.write_row((originator_id, version, topic, state, previous))
     return len(rows)
 
 

@@ -102,7 +102,7 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             "insert": quote(f"{events_table_name}_insert"),
             "channel": quote(self.channel_name),
             "lock_timeout_s": str(int(datastore.lock_timeout)),
-            "append_lock": str(_lock_key(qualified)),
+            "append_lock": str(append_lock_key(datastore.schema, events_table_name)),
             "genesis": GENESIS.hex(),
             "table_regclass": literal(qualified),
             **{f"{t}_name": literal(f"{events_table_name}_{t}")
@@ -335,9 +335,11 @@ _STATEMENTS = (
 )
 
 
-def _lock_key(qualified_table: str) -> int:
-    """The advisory lock that orders the appends to one event table (a signed 64-bit key)."""
-    digest = hashlib.sha256(f"pitboss append {qualified_table}".encode()).digest()
+def append_lock_key(schema: str, table: str) -> int:
+    """The transaction-level advisory lock that orders the appends to one event table (a
+    signed 64-bit key). Anything else that appends (a bulk load) must hold it too."""
+    qualified = f"{quote(schema)}.{quote(table)}"
+    digest = hashlib.sha256(f"pitboss append {qualified}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 

@@ -7,19 +7,19 @@ applies the part of the page past its own position in one transaction with its t
 row (:meth:`projections.base.BatchProjection.process_batch`): exactly once, resumable.
 
 **Why reading by ``id > position`` never skips an event.** Every writer of the ledger's
-table takes ``LOCK TABLE ledger_events IN EXCLUSIVE MODE`` in its transaction before it draws
-notification ids, and holds it through its commit: the ledger's recorder in the SQL function
-its ``insert_events`` calls (``ledger/storage.py``: lock, notify, insert, one autocommitted
-statement), and the library's own insert path likewise (``PostgresApplicationRecorder.
-_insert_stored_events`` → ``_lock_table`` in eventsourcing 9.5.6). Ids are drawn from the
-sequence during the ``INSERT``, so a writer draws its ids only after the previous writer has
-committed (or rolled back) and become visible; PostgreSQL makes a commit visible before it
-releases the transaction's locks. Hence ids become visible in increasing order, and once id N
-is visible no lower id can appear later. Gaps are ids burnt by rolled-back inserts and are
-never filled, so the reader steps over them at once and never waits on them. The library's
-database functions (``POSTGRES_ENABLE_DB_FUNCTIONS``) insert *without* the lock, so the engine
-refuses to run when they are enabled. Should an event be skipped anyway, the per-aggregate
-version checks of every projection stop it loudly rather than let it count wrongly.
+table appends through the SQL function its recorder's ``insert_events`` calls
+(``ledger/storage.py``; the service role may not ``INSERT`` otherwise), which takes the table's
+append lock (a transaction-level advisory lock) before it draws notification ids and holds it
+through its commit; a bulk load must take the same lock (``append_lock_key``). Ids are drawn
+from the sequence during the ``INSERT``, so a writer draws its ids only after the previous
+writer has committed (or rolled back) and become visible; PostgreSQL makes a commit visible
+before it releases the transaction's locks. Hence ids become visible in increasing order,
+and once id N is visible no lower id can appear later. Gaps are ids burnt by rolled-back
+inserts and are never filled, so the reader steps over them at once and never waits on them.
+The library's database functions (``POSTGRES_ENABLE_DB_FUNCTIONS``) insert *without* a lock,
+so the engine refuses to run when they are enabled. Should an event be skipped anyway, the
+per-aggregate version checks of every projection stop it loudly rather than let it count
+wrongly.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def merged_env(env: Mapping[str, str], defaults: Mapping[str, str] = POOL_DEFAUL
                                    "eventsourcing.postgres and the POSTGRES_* settings")
     if strtobool(ledger_env.get("POSTGRES_ENABLE_DB_FUNCTIONS") or "no"):
         raise ProjectionSetupError(
-            "POSTGRES_ENABLE_DB_FUNCTIONS is on: its insert function takes no table lock, so "
+            "POSTGRES_ENABLE_DB_FUNCTIONS is on: its insert function takes no lock, so "
             "notification ids could commit out of order and a projection could skip an event; "
             "turn it off")
     return merged
