@@ -374,7 +374,7 @@ def load_search_rounds(db: Database, rounds: int) -> dict[str, str]:
     with db.connect(autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         conn.execute("INSERT INTO round_index_tables SELECT md5('t' || i)::uuid, 'T' || i "
-                     "FROM generate_series(0, %s) AS i", (SEARCH_TABLES - 1,))
+                     "FROM generate_series(0, %s::int) AS i", (SEARCH_TABLES - 1,))
         step = 500_000
         for low in range(1, rounds + 1, step):
             high = min(low + step - 1, rounds)
@@ -392,7 +392,7 @@ def load_search_rounds(db: Database, rounds: int) -> dict[str, str]:
                        i %% 31 = 0, i %% 997 = 0, i %% 4999 = 0, 30, i
                 FROM (SELECT i, timestamptz '2024-01-01 00:00Z' + i * interval '3 s' AS at,
                              i > %(rounds)s - 200 AS open
-                      FROM generate_series(%(low)s, %(high)s) AS i) AS g""",
+                      FROM generate_series(%(low)s::bigint, %(high)s::bigint) AS i) AS g""",
                          {"tables": SEARCH_TABLES, "players": SEARCH_PLAYERS, "rounds": rounds,
                           "low": low, "high": high})
             conn.execute("INSERT INTO round_index_players SELECT DISTINCT p, r.started_at, "
