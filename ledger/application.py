@@ -554,7 +554,7 @@ class GameLedger(Application[UUID]):
                         if answered is not None:
                             return answered
                     raise
-                expected = _loaded_version(touched, guard)
+                loaded = _loaded_version(touched, guard)
                 receipt = Receipt._create(Receipt.Created, id=receipt_id,
                                           timestamp=self._clock(), request_id=request_id,
                                           command=command, fingerprint=fingerprint,
@@ -565,7 +565,7 @@ class GameLedger(Application[UUID]):
                     answered = self._answer(receipt_id, request_id, fingerprint)
                     if answered is not None:
                         return answered
-                    moved = guard is not None and self._version(guard) != expected
+                    moved = guard is not None and self._version(guard) != loaded
                     if moved or attempt >= max(retries, 1):
                         raise Conflict("Another request changed this first; nothing was "
                                        "changed. Look at the current state and decide "

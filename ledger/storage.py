@@ -63,6 +63,7 @@ from psycopg import Connection
 
 GENESIS = b"\x00" * 32
 CHAIN_PAGE_ROWS = 5000
+APPENDERS_MAX = 4  # connections kept for appending, per recorder
 
 
 class _CreatesTablesOneAtATime:
@@ -173,7 +174,9 @@ class _Appenders:
         try:
             with translated_errors():
                 if conn is None:
-                    conn = self._datastore.pool.getconn()
+                    pool = self._datastore.pool
+                    pool.open(wait=True, timeout=self._datastore.pool_open_timeout or 30.0)
+                    conn = pool.getconn()
                 yield conn
         except (InterfaceError, OperationalError):
             broken = True  # the pool tests it, and replaces it if it is gone
@@ -201,8 +204,6 @@ class _Appenders:
         for conn in idle:
             self._return_to_pool(conn)
 
-
-APPENDERS_MAX = 4
 
 
 @contextlib.contextmanager

@@ -127,3 +127,25 @@ def test_a_process_behind_on_the_shoe_replaces_it_once_the_cut_card_is_out(
     assert b.round_state(next_round)["shoe_id"] != first_shoe
     assert a.shoe(UUID(first_shoe))["retired"]
     assert a.verify_shoe(UUID(first_shoe)) == []
+
+
+def test_a_decision_on_the_version_shown_reads_nothing_from_the_store(
+        ledgers: Ledgers, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Box 1 holds 5,6 and doubles onto a 4; the dealer shows a 7.
+    a = ledgers(randbelow=SteeredShuffle("5S TH 7D 6S 9C 4H 8C TS"))
+    _, r = dealt_round(a)
+    shown = a.round_state(r)["version"]
+    reads: list[UUID] = []
+    select_events = a.recorder.select_events
+
+    def counted(originator_id: UUID, **kwargs: Any) -> Any:
+        reads.append(originator_id)
+        return select_events(originator_id, **kwargs)
+
+    monkeypatch.setattr(a.recorder, "select_events", counted)
+    after = a.double(rid(), "dealer", r, "P1", 1, 0, expected=shown)  # a card, a hold
+    assert reads == []
+    assert a.round_state(r, after["version"])["boxes"][0]["hands"][0]["cards"] == [
+        "5S", "6S", "4H"]
+    assert reads == []
+    assert a.balance("P1")["held"] == 20
