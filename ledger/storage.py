@@ -174,9 +174,10 @@ class _Appenders:
         try:
             with translated_errors():
                 if conn is None:
-                    pool = self._datastore.pool
-                    pool.open(wait=True, timeout=self._datastore.pool_open_timeout or 30.0)
-                    conn = pool.getconn()
+                    # Opened as the library's datastore opens it before every checkout.
+                    timeout = self._datastore.pool_open_timeout
+                    self._datastore.pool.open(timeout is not None, timeout or 30.0)
+                    conn = self._datastore.pool.getconn()
                 yield conn
         except (InterfaceError, OperationalError):
             broken = True  # the pool tests it, and replaces it if it is gone

@@ -7,6 +7,8 @@ wrong thing nor refuse on stale state.
 
 from __future__ import annotations
 
+import threading
+import traceback
 from collections.abc import Callable, Iterator
 from itertools import count
 from typing import Any
@@ -18,6 +20,7 @@ from ledger.application import GameLedger
 from ledger.errors import StaleVersion
 from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
+from ledger.storage import LedgerRecorder, verify_chain
 from tests.scripted import SteeredShuffle
 
 NewEnv = Callable[[], dict[str, str]]
@@ -149,3 +152,50 @@ def test_a_decision_on_the_version_shown_reads_nothing_from_the_store(
         "5S", "6S", "4H"]
     assert reads == []
     assert a.balance("P1")["held"] == 20
+
+
+def test_one_process_serving_many_terminals_at_once_records_every_round_whole(
+        ledgers: Ledgers) -> None:
+    # More threads than connections kept for appending: some appends go through the pool.
+    app = ledgers()
+    terminals, rounds = 6, 3
+    errors: list[BaseException] = []
+    tables: list[UUID] = []
+
+    def terminal(n: int) -> None:
+        try:
+            table = app.open_table(rid(), "boss", f"T{n}", CASINO)
+            tables.append(table)
+            players = [f"T{n}-P{box}" for box in (1, 2)]
+            for player in players:
+                app.open_account(rid(), "cashier", player)
+                app.buy_in(rid(), "cashier", player, 1000)
+            for _ in range(rounds):
+                r = app.start_round(rid(), "dealer", table)
+                for box, player in enumerate(players, 1):
+                    app.place_stake(rid(), "dealer", r, player, box, 10)
+                app.deal(rid(), "dealer", r)
+                while (turn := app.round_state(r)["turn"]) is not None:
+                    box = turn["box"]
+                    app.stand(rid(), "dealer", r, players[box - 1], box, turn["hand"])
+                if app.round_state(r)["phase"] == "playing":
+                    app.play_dealer(rid(), "dealer", r)
+                if app.round_state(r)["phase"] != "settled":
+                    app.settle(rid(), "dealer", r)
+                assert app.check_round(r) == []
+        except BaseException as error:  # the test reports what any terminal met
+            errors.append(error)
+
+    threads = [threading.Thread(target=terminal, args=(n,)) for n in range(terminals)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, "".join(traceback.format_exception(errors[0]))
+    players = [f"T{n}-P{box}" for n in range(terminals) for box in (1, 2)]
+    total = (sum(app.balance(p)["total"] for p in players)
+             + sum(app.house(t)["total"] for t in tables))
+    assert total == 1000 * len(players)
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    assert verify_chain(recorder).intact
