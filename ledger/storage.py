@@ -67,19 +67,25 @@ APPENDERS_MAX = 4  # connections kept for appending, per recorder
 
 
 class _CreatesTablesOneAtATime:
-    """Table creation under a database-wide advisory lock: processes starting together
-    (gunicorn workers, the projection worker) would otherwise race on the same DDL."""
+    """The library's table creation, in one transaction under a database-wide advisory lock:
+    processes starting together (gunicorn workers, the projection worker) would otherwise
+    race on the same DDL. One connection does it all, so a pool of one is enough."""
 
     datastore: PostgresDatastore
+    sql_create_statements: list[Any]
     CREATION_LOCK = 0x70697462  # an arbitrary application-wide advisory lock key
 
     def create_table(self) -> None:
-        with self.datastore.get_connection() as conn:
-            conn.execute("SELECT pg_advisory_lock(%s)", (self.CREATION_LOCK,))
-            try:
-                super().create_table()  # type: ignore[misc]
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (self.CREATION_LOCK,))
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute("SELECT pg_advisory_xact_lock(%s)", (self.CREATION_LOCK,))
+            for statement in self.sql_create_statements:
+                if "CREATE TYPE" in statement.as_string():
+                    # No IF NOT EXISTS for types: try it in a savepoint of its own.
+                    with contextlib.suppress(psycopg.errors.DuplicateObject), \
+                            curs.connection.transaction():
+                        curs.execute(statement, prepare=False)
+            self._create_table(curs)  # type: ignore[attr-defined]  # the rest, as the library
+        self.datastore.register_type_adapters()
 
 
 class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
@@ -114,7 +120,7 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
                                   "(%b, %b, %b, %b)")
         for statement in _STATEMENTS:
             self.sql_create_statements.append(
-                _Statement(statement.format(**names)))  # type: ignore[arg-type]
+                _Statement(statement.format(**names)))
         self._appenders = _Appenders(datastore)
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
@@ -156,8 +162,8 @@ class _Appenders:
         self._lent = 0
         self._lock = threading.Lock()
         self._closed = False
-        pool = datastore.pool
-        self.limit = max(1, min(pool.max_size - 1, APPENDERS_MAX))
+        # Never the pool's last connection: reads must always find one.
+        self.limit = max(0, min(datastore.pool.max_size - 1, APPENDERS_MAX))
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[Connection[Any]]:

@@ -38,8 +38,8 @@ def ledgers(postgres_env: NewEnv) -> Iterator[Ledgers]:
     env, key = postgres_env(), ShoeSealer.new_key()
     made: list[GameLedger] = []
 
-    def make(**kwargs: Any) -> GameLedger:
-        made.append(GameLedger(env=env, shoe_key=key, **kwargs))
+    def make(env_overrides: dict[str, str] | None = None, **kwargs: Any) -> GameLedger:
+        made.append(GameLedger(env={**env, **(env_overrides or {})}, shoe_key=key, **kwargs))
         return made[-1]
 
     yield make
@@ -199,3 +199,11 @@ def test_one_process_serving_many_terminals_at_once_records_every_round_whole(
     recorder = app.recorder
     assert isinstance(recorder, LedgerRecorder)
     assert verify_chain(recorder).intact
+
+
+def test_a_pool_of_one_connection_is_never_kept_for_appending(ledgers: Ledgers) -> None:
+    app = ledgers(env_overrides={"POSTGRES_POOL_SIZE": "1", "POSTGRES_MAX_OVERFLOW": "0"})
+    table, r = dealt_round(app)
+    stand_and_settle(app, r)
+    assert app.round_state(r)["phase"] == "settled"
+    assert app.table(table)["rounds"] == 1
