@@ -400,15 +400,8 @@ class GameLedger(Application[UUID]):
                       "facts": len(produced)}
             return result, touched
 
-        try:
-            return self._run(request_id, actor, command, payload, body, guard=round_id)
-        except StaleVersion:
-            raise
-        except Conflict:
-            if expected is None:
-                raise
-            # The copy at the version seen was right; the round moved on before the commit.
-            raise StaleVersion(expected, self._version(round_id)) from None
+        return self._run(request_id, actor, command, payload, body, guard=round_id,
+                         seen=expected)
 
     # ----------------------------------------------------------------- queries
 
@@ -530,9 +523,10 @@ class GameLedger(Application[UUID]):
 
     def _run(self, request_id: str, actor: str, command: str, payload: dict[str, Any],
              body: Callable[[], tuple[Result, list[Aggregate]]], *, guard: UUID | None = None,
-             retries: int = 0) -> Result:
+             seen: int | None = None, retries: int = 0) -> Result:
         """Carry out a request once: answer a repeat from its receipt, refuse a reused id,
-        retry a lost race only where the guarded aggregate did not move."""
+        retry a lost race only where the guarded aggregate did not move (``seen``: the
+        version of it the request was made on, if it named one)."""
         _check_request_id(request_id)
         _check_name("actor", actor)
         fingerprint = _fingerprint(command, actor, payload)
@@ -565,8 +559,10 @@ class GameLedger(Application[UUID]):
                     answered = self._answer(receipt_id, request_id, fingerprint)
                     if answered is not None:
                         return answered
-                    moved = guard is not None and self._version(guard) != loaded
-                    if moved or attempt >= max(retries, 1):
+                    now = self._version(guard) if guard is not None else None
+                    if now != loaded and seen is not None and now is not None:
+                        raise StaleVersion(seen, now) from None
+                    if now != loaded or attempt >= max(retries, 1):
                         raise Conflict("Another request changed this first; nothing was "
                                        "changed. Look at the current state and decide "
                                        "again.", "R-V1") from None
