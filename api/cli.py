@@ -89,14 +89,13 @@ def prepare_service() -> DatabaseSettings:
     """What gunicorn's workers must find ready: the database, the shoe key, the tables.
 
     Done once, here, so the embedded server starts once and not in every worker, a missing
-    shoe key stops the start instead of the first deal, and the workers do not create the
-    tables concurrently.
+    or wrong shoe key stops the start instead of the first deal, and the workers do not
+    create the tables concurrently.
     """
     try:
         settings = resolve_database(os.environ)
         check_database(settings, timeout_s=settings.connect_timeout_s)
-        load_shoe_key(os.environ)
-        prepare_store(ledger_env(settings, os.environ))
+        prepare_store(ledger_env(settings, os.environ), load_shoe_key(os.environ))
     except (DatabaseSetupError, ShoeKeyError) as exc:
         raise click.ClickException(str(exc)) from exc
     os.environ["PITBOSS_CREATE_TABLES"] = "no"

@@ -15,6 +15,7 @@ from typing import Any
 
 from flask import current_app
 
+from api.secrets_files import ShoeKeyError
 from ledger.application import GameLedger
 from projections.queries import ReadModels
 
@@ -90,15 +91,21 @@ def ledger() -> GameLedger:
     return services().ledger()
 
 
-def prepare_store(env: dict[str, str]) -> int:
-    """Create the ledger's and the read models' tables (once, before any worker serves).
+def prepare_store(env: dict[str, str], shoe_key: bytes | None = None) -> int:
+    """Create the ledger's and the read models' tables (once, before any worker serves), and
+    check that ``shoe_key`` opens the newest live shoe (ShoeKeyError if not).
 
     Returns the ledger's last notification id (0 for an empty store).
     """
-    ledger = GameLedger(env=dict(env))
+    ledger = GameLedger(env=dict(env), shoe_key=shoe_key)
     try:
         head = ledger.recorder.max_notification_id() or 0
+        problem = ledger.check_shoe_key() if shoe_key is not None else None
     finally:
         ledger.close()
+    if problem is not None:
+        raise ShoeKeyError(f"the shoe key does not open the newest live shoe ({problem}): "
+                           "set PITBOSS_SHOE_KEY or PITBOSS_SHOE_KEY_FILE to the key this "
+                           "database's shoes were sealed with")
     ReadModels(dict(env)).close()
     return head

@@ -42,9 +42,10 @@ def on_starting(server):
         return
     from api.app import ledger_env
     from api.database import resolve_database
+    from api.secrets_files import load_shoe_key
     from api.services import prepare_store
 
     settings = resolve_database(os.environ)
-    prepare_store(ledger_env(settings, os.environ))
+    prepare_store(ledger_env(settings, os.environ), load_shoe_key(os.environ))
     os.environ["DATABASE_URL"] = settings.url()
     os.environ["PITBOSS_CREATE_TABLES"] = "no"

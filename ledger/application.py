@@ -76,6 +76,7 @@ from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits
 from ledger.sealing import SCHEME, ShoeSealer
 from ledger.shoe import Shoe, commitment, fresh_order, new_salt
+from ledger.storage import LedgerRecorder, newest_with_topic
 from ledger.working_set import WorkingSet
 
 A = TypeVar("A", bound=Aggregate)
@@ -518,6 +519,26 @@ class GameLedger(Application[UUID]):
                     findings.append(f"round {round_id}: position {fact.position} dealt "
                                     f"{fact.card}, the revealed order has {expected}")
         return findings
+
+    def check_shoe_key(self) -> str | None:
+        """Why this ledger's shoe key cannot open the newest live shoe, if it cannot; None
+        when it can or no shoe is live. A wrong key would otherwise show only at the next
+        card dealt from a shoe sealed with the right one."""
+        recorder = self.recorder
+        if not isinstance(recorder, LedgerRecorder):
+            return None  # in memory: every shoe was sealed by this very ledger
+        shoe_id = newest_with_topic(recorder, ShoeRecord.Created.TOPIC)
+        if shoe_id is None:
+            return None
+        with self._reading(ShoeRecord, shoe_id, "shoe") as record:
+            if record.retired:
+                return None
+            sealed = record.sealed_order
+        try:
+            self._sealer().open(shoe_id, sealed)
+        except InvariantBroken as broken:
+            return str(broken)
+        return None
 
     # --------------------------------------------------------------- internals
 

@@ -414,6 +414,16 @@ def verify_chain(recorder: LedgerRecorder, *, expected_head: str | None = None) 
     return ChainReport(rows=rows, head=head, head_notification_id=last_id, findings=findings)
 
 
+def newest_with_topic(recorder: LedgerRecorder, topic: str) -> UUID | None:
+    """The originator of the newest stored event of ``topic``; None if there is none."""
+    statement = (f"SELECT originator_id FROM {recorder.qualified_table} WHERE topic = %s "
+                 "ORDER BY notification_id DESC LIMIT 1")
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute(statement, (topic,))
+        row = curs.fetchone()
+    return None if row is None else UUID(str(row["originator_id"]))
+
+
 def chain_head(recorder: LedgerRecorder) -> tuple[int, str]:
     """The last notification id and its chain hash, to be kept outside the database."""
     statement = (f"SELECT notification_id, chain_hash FROM {recorder.qualified_table} "

@@ -16,7 +16,10 @@ from api.app import create_app
 from api.auth import KeyConfigError, KeyRing, hash_key, keyring_from, parse_keys
 from api.cli import main
 from api.secrets_files import ShoeKeyError, load_shoe_key
+from api.services import prepare_store
 from api.simulate import next_decision
+from ledger.application import GameLedger
+from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
 from tests.e2e.conftest import KEYS, NAMES, Http, problem_of
 
@@ -111,15 +114,39 @@ def test_the_shoe_key_may_come_from_the_environment_as_hex():
         load_shoe_key({"PITBOSS_SHOE_KEY": "abc"})
 
 
+def _must_not_start(*_: object) -> None:
+    raise AssertionError("serve went on to start gunicorn")
+
+
 def test_serve_refuses_to_start_without_a_shoe_key_for_an_external_database(
         tmp_path, database, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", database.url())
     monkeypatch.setenv("PITBOSS_SHOE_KEY_FILE", str(tmp_path / "missing.key"))
     monkeypatch.delenv("PITBOSS_SHOE_KEY", raising=False)
     monkeypatch.delenv("PITBOSS_SHOE_KEY_CREATE", raising=False)
+    monkeypatch.setattr("api.cli.os.execv", _must_not_start)
     result = CliRunner().invoke(main, ["serve"])
     assert result.exit_code == 1
     assert "no shoe key" in result.output
+
+
+def test_serve_refuses_to_start_with_a_key_that_does_not_open_the_live_shoe(
+        postgres_env, database, monkeypatch):
+    env = postgres_env()
+    sealed_with = ShoeSealer.new_key()
+    ledger = GameLedger(env=env, shoe_key=sealed_with)
+    table = ledger.open_table("t", "boss", "T1", CASINO)
+    ledger.start_round("r", "dealer", table)  # a live shoe, sealed with the right key
+    ledger.close()
+    assert prepare_store(env, sealed_with) > 0
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
+    monkeypatch.setenv("PITBOSS_SHOE_KEY", ShoeSealer.new_key().hex())
+    monkeypatch.setattr("api.cli.os.execv", _must_not_start)
+    result = CliRunner().invoke(main, ["serve"])
+    assert result.exit_code == 1
+    assert "does not open the newest live shoe" in result.output
+    assert "PITBOSS_SHOE_KEY" in result.output
 
 
 # --- over real HTTP --------------------------------------------------------------------------
