@@ -1,8 +1,10 @@
-"""Two processes of the service, each with its own working set, on one event store.
+"""The working set: processes of the service, each keeping its own copies, on one store.
 
 A process keeps the aggregates it used last; another process may have recorded newer
 events since. Whatever a copy held behind the store, the ledger must neither record a
-wrong thing nor refuse on stale state.
+wrong thing nor refuse on stale state; and when the copies are current, a decision reads
+nothing. One process also serves many terminals at once, and makes do with a pool of one
+connection.
 """
 
 from __future__ import annotations
