@@ -112,13 +112,7 @@ def start_round(table_id: UUID, request_id: str) -> dict[str, Any]:
 @blp.response(200, RoundIdsSchema)
 def table_rounds(query: dict[str, Any], table_id: UUID) -> dict[str, Any]:
     """The table's round ids, newest first, a page at a time."""
-    led = ledger()
-    before = query.get("before")
-    items = led.table_rounds(table_id, before=before, limit=query["limit"])
-    count: int = led.table(table_id)["rounds"]
-    top = count if before is None else min(before - 1, count)
-    lowest = top - len(items) + 1
-    return {"items": items, "next_before": lowest if items and lowest > 1 else None}
+    return ledger().table_rounds(table_id, before=query.get("before"), limit=query["limit"])
 
 
 # --- rounds ----------------------------------------------------------------------------------

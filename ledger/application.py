@@ -411,13 +411,16 @@ class GameLedger(Application[UUID]):
             return table.summary()
 
     def table_rounds(self, table_id: UUID, *, before: int | None = None,
-                     limit: int = 50) -> list[UUID]:
-        """The table's round ids, newest first, ``limit`` at most (paged by round number)."""
+                     limit: int = 50) -> dict[str, Any]:
+        """A page of the table's round ids, newest first, ``limit`` at most, paged by round
+        number: ``items``, and ``next_before`` to pass for the next page (None on the last)."""
         limit = _page(limit)
         with self._reading(Table, table_id, "table") as table:
             count = table.round_count
         top = count if before is None else min(before - 1, count)
-        return [ids.round_id(table_id, n) for n in range(top, max(top - limit, 0), -1)]
+        lowest = max(top - limit, 0) + 1
+        return {"items": [ids.round_id(table_id, n) for n in range(top, lowest - 1, -1)],
+                "next_before": lowest if top >= lowest > 1 else None}
 
     def round_state(self, round_id: UUID, version: int | None = None) -> dict[str, Any]:
         """The round as it stood after ``version`` (the latest when None)."""
