@@ -22,7 +22,16 @@ from ledger.aggregates import ids
 from ledger.aggregates.account import HOUSE, PLAYER, Account
 from ledger.aggregates.table import Table
 from ledger.errors import InvariantBroken
-from projections.base import BatchProjection, Curs, Item, View, known_topics, next_version
+from projections.base import (
+    BatchProjection,
+    Curs,
+    Item,
+    View,
+    known_topics,
+    next_version,
+    select_rows,
+    upsert_rows,
+)
 
 ACCOUNT_STREAM = "pitboss:Account."
 TABLE_CREATED = Table.Created.TOPIC
@@ -71,13 +80,8 @@ class BalancesProjection(BatchProjection[BalancesView]):
     def __init__(self, view: BalancesView) -> None:
         super().__init__(view)
         accounts = view.qualified("accounts")
-        self._select = SQL("SELECT {} FROM {} WHERE account_id = ANY(%s)").format(
-            SQL(", ").join(map(Identifier, _COLUMNS)), accounts)
-        self._upsert = SQL(
-            "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT (account_id) DO UPDATE SET {}").format(
-            accounts, SQL(", ").join(map(Identifier, _COLUMNS)),
-            SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in _COLUMNS),
-            SQL(", ").join(SQL("{0} = EXCLUDED.{0}").format(Identifier(c)) for c in _CHANGING))
+        self._select = select_rows(accounts, _COLUMNS, "account_id")
+        self._upsert = upsert_rows(accounts, _COLUMNS, "account_id", _CHANGING)
         self._upsert_table = SQL(
             "INSERT INTO {} (table_id, name, currency, house_account_id) "
             "VALUES (%s, %s, %s, %s) ON CONFLICT (table_id) DO NOTHING").format(

@@ -37,7 +37,7 @@ from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from eventsourcing.projection import Projection
 from psycopg import Cursor
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL, Composable, Composed, Identifier
 
 from ledger.application import GameLedger
 from ledger.errors import InvariantBroken
@@ -173,6 +173,22 @@ class BatchProjection(Projection[V], ABC):
     @abstractmethod
     def apply(self, curs: Curs, items: Sequence[Item]) -> None:
         """Write the rows for ``items`` (in log order) inside the open transaction."""
+
+
+def select_rows(table: Composable, columns: Sequence[str], key: str) -> Composed:
+    """``SELECT columns FROM table WHERE key = ANY(%s)``: the rows of a list of keys."""
+    return SQL("SELECT {} FROM {} WHERE {} = ANY(%s)").format(
+        SQL(", ").join(map(Identifier, columns)), table, Identifier(key))
+
+
+def upsert_rows(table: Composable, columns: Sequence[str], key: str,
+                changing: Sequence[str]) -> Composed:
+    """Insert a row of ``columns`` (named parameters), or update its ``changing`` columns
+    where a row with its ``key`` exists."""
+    return SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO UPDATE SET {}").format(
+        table, SQL(", ").join(map(Identifier, columns)),
+        SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in columns), Identifier(key),
+        SQL(", ").join(SQL("{0} = EXCLUDED.{0}").format(Identifier(c)) for c in changing))
 
 
 def next_version(kind: str, key: object, have: int, item: Item) -> int:

@@ -43,7 +43,16 @@ from ledger.aggregates.table import Table
 from ledger.engine import facts as f
 from ledger.errors import InvariantBroken
 from projections.amounts import QUIET_FACTS, money_of
-from projections.base import BatchProjection, Curs, Item, View, known_topics, next_version
+from projections.base import (
+    BatchProjection,
+    Curs,
+    Item,
+    View,
+    known_topics,
+    next_version,
+    select_rows,
+    upsert_rows,
+)
 
 ROUND_STREAM = "pitboss:Round."
 ROUND_CREATED = Round.Created.TOPIC
@@ -118,13 +127,8 @@ class RoundIndexProjection(BatchProjection[RoundIndexView]):
     def __init__(self, view: RoundIndexView) -> None:
         super().__init__(view)
         rounds, players = view.qualified("rounds"), view.qualified("players")
-        self._select = SQL("SELECT {} FROM {} WHERE round_id = ANY(%s)").format(
-            SQL(", ").join(map(Identifier, COLUMNS)), rounds)
-        self._upsert = SQL(
-            "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT (round_id) DO UPDATE SET {}").format(
-            rounds, SQL(", ").join(map(Identifier, COLUMNS)),
-            SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in COLUMNS),
-            SQL(", ").join(SQL("{0} = EXCLUDED.{0}").format(Identifier(c)) for c in _CHANGING))
+        self._select = select_rows(rounds, COLUMNS, "round_id")
+        self._upsert = upsert_rows(rounds, COLUMNS, "round_id", _CHANGING)
         self._add_player = SQL(
             "INSERT INTO {} (player, started_at, round_id, table_id) VALUES (%s, %s, %s, %s) "
             "ON CONFLICT DO NOTHING").format(players)
