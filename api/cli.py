@@ -74,7 +74,7 @@ def main(log_level: str) -> None:
 )
 def serve(host: str, port: int, workers: int, config_file: Path | None) -> None:
     """Serve the API with gunicorn (starting the embedded PostgreSQL if none is configured)."""
-    settings = prepare_service()
+    settings, _ = prepare_service()
     os.environ["DATABASE_URL"] = settings.url()
     if config_file is None and _REPO_GUNICORN_CONFIG.is_file():
         config_file = _REPO_GUNICORN_CONFIG
@@ -85,8 +85,9 @@ def serve(host: str, port: int, workers: int, config_file: Path | None) -> None:
     os.execv(argv[0], argv)
 
 
-def prepare_service() -> DatabaseSettings:
+def prepare_service() -> tuple[DatabaseSettings, int]:
     """What gunicorn's workers must find ready: the database, the shoe key, the tables.
+    Returns the settings and the ledger's last notification id (0 for an empty store).
 
     Done once, here, so the embedded server starts once and not in every worker, a missing
     or wrong shoe key stops the start instead of the first deal, and the workers do not
@@ -95,11 +96,11 @@ def prepare_service() -> DatabaseSettings:
     try:
         settings = resolve_database(os.environ)
         check_database(settings, timeout_s=settings.connect_timeout_s)
-        prepare_store(ledger_env(settings, os.environ), load_shoe_key(os.environ))
+        head = prepare_store(ledger_env(settings, os.environ), load_shoe_key(os.environ))
     except (DatabaseSetupError, ShoeKeyError) as exc:
         raise click.ClickException(str(exc)) from exc
     os.environ["PITBOSS_CREATE_TABLES"] = "no"
-    return settings
+    return settings, head
 
 
 def bind_address(host: str, port: int) -> str:
@@ -418,8 +419,8 @@ def demo(host: str, port: int, rounds: int) -> None:
     New demo keys (demo-auditor, demo-dealer, demo-cashier, demo-manager) replace the last
     run's in the key file, and are printed. Ctrl-C stops everything.
     """
-    settings = prepare_service()
-    empty = prepare_store(ledger_env(settings, os.environ)) == 0
+    settings, head = prepare_service()
+    empty = head == 0
     keys_path = default_keys_file(os.environ)
     remove_keys(keys_path, [f"demo-{role}" for role in DEMO_ROLES])
     demo_keys = {role: append_key(keys_path, f"demo-{role}", role) for role in DEMO_ROLES}
