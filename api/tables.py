@@ -100,10 +100,11 @@ def reopen_table(table_id: UUID, request_id: str) -> dict[str, Any]:
 @guard(blp, DEALER, mutating=True)
 @blp.response(201, RoundStateSchema)
 def start_round(table_id: UUID, request_id: str) -> dict[str, Any]:
-    """Start a round under the rules in force; betting opens (R-S1, R-H4)."""
+    """Start a round under the rules in force; betting opens (R-S1, R-H4). The answer is the
+    round as it started (a retry gets the same), which the ledger holds without a read."""
     led = ledger()
     round_id = led.start_round(request_id, actor(), table_id)
-    return led.round_state(round_id)
+    return led.round_state(round_id, 1)
 
 
 @blp.route("/tables/<uuid:table_id>/rounds", methods=["GET"])
