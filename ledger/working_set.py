@@ -46,10 +46,3 @@ class WorkingSet:
             self._items.move_to_end(aggregate.id)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
-
-    def discard(self, aggregate_id: UUID) -> None:
-        with self._lock:
-            self._items.pop(aggregate_id, None)
-
-    def __len__(self) -> int:
-        return len(self._items)
