@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import struct
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, cast
 from uuid import UUID
 
 import psycopg
@@ -60,6 +61,9 @@ from eventsourcing.postgres import (
 )
 from eventsourcing.utils import retry
 from psycopg import Connection
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
+from psycopg.rows import tuple_row
 
 GENESIS = b"\x00" * 32
 CHAIN_PAGE_ROWS = 5000
@@ -115,7 +119,6 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             **{f"{t}_name": literal(f"{events_table_name}_{t}")
                for t in ("immutable", "no_truncate", "chained")},
         }
-        # Binary parameters: psycopg dumps the four arrays in a third of the time.
         self._insert_statement = (f"SELECT * FROM {names['schema']}.{names['insert']}"
                                   "(%b, %b, %b, %b)")
         for statement in _STATEMENTS:
@@ -129,13 +132,10 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
         """Insert a save's events in one statement; their notification ids, in order."""
         if not stored_events:
             return []
-        params = ([e.originator_id for e in stored_events],
-                  [e.originator_version for e in stored_events],
-                  [e.topic for e in stored_events],
-                  [e.state for e in stored_events])
-        with self._appenders.connection() as conn:
-            rows = conn.execute(self._insert_statement, params, prepare=True).fetchall()
-        return [row["notification_id"] for row in rows]
+        params = _insert_parameters(stored_events)
+        with self._appenders.connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            curs.execute(self._insert_statement, params, prepare=True)
+            return [notification_id for (notification_id,) in curs.fetchall()]
 
     def close(self) -> None:
         """Give the connections kept for appending back to the pool."""
@@ -211,6 +211,67 @@ class _Appenders:
         for conn in idle:
             self._return_to_pool(conn)
 
+
+
+class _BinaryArray(bytes):
+    """A one-dimensional array parameter without nulls, built in PostgreSQL's binary format
+    (``array_recv``) and sent as it is. psycopg's own list dumper inspects every element of
+    every list on each call, which cost an append 0.03 to 0.06 ms."""
+
+    element_oid: ClassVar[int]
+    array_oid: ClassVar[int]
+    _HEAD = struct.Struct("!iiiii")  # dimensions, has nulls, element oid, length, lower bound
+    _LENGTH = struct.Struct("!i")
+
+    def __new__(cls, items: Sequence[bytes]) -> _BinaryArray:
+        parts = [cls._HEAD.pack(1, 0, cls.element_oid, len(items), 1)]
+        for item in items:
+            parts.append(cls._LENGTH.pack(len(item)))
+            parts.append(item)
+        return super().__new__(cls, b"".join(parts))
+
+
+class _UuidArray(_BinaryArray):
+    element_oid, array_oid = 2950, 2951
+
+
+class _BigintArray(_BinaryArray):
+    element_oid, array_oid = 20, 1016
+
+
+class _TextArray(_BinaryArray):
+    element_oid, array_oid = 25, 1009
+
+
+class _ByteaArray(_BinaryArray):
+    element_oid, array_oid = 17, 1001
+
+
+def _send_as_is(cls: type[_BinaryArray]) -> None:
+    class AsIs(Dumper):
+        format = Format.BINARY
+        oid = cls.array_oid
+
+        def dump(self, obj: Any) -> bytes:
+            return cast(bytes, obj)
+
+    psycopg.adapters.register_dumper(cls, AsIs)
+
+
+for _array in (_UuidArray, _BigintArray, _TextArray, _ByteaArray):
+    _send_as_is(_array)
+
+
+def _uuid(value: UUID | str) -> UUID:
+    return value if isinstance(value, UUID) else UUID(value)
+
+
+def _insert_parameters(events: Sequence[StoredEvent]) -> tuple[_BinaryArray, ...]:
+    """The insert function's four arrays: ids, versions, topics and states."""
+    return (_UuidArray([_uuid(e.originator_id).bytes for e in events]),
+            _BigintArray([e.originator_version.to_bytes(8, "big", signed=True) for e in events]),
+            _TextArray([e.topic.encode() for e in events]),
+            _ByteaArray([bytes(e.state) for e in events]))
 
 
 @contextlib.contextmanager
