@@ -1,0 +1,155 @@
+"""The command line's HTTP client against a real socket server that answers as scripted:
+keep-alive, chunked and close-delimited bodies, a dropped connection, a broken answer."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from api.client import ApiError, Client, ProtocolError
+
+DROP = b""  # close the connection instead of answering
+
+
+@dataclass
+class Scripted:
+    """Answers each request with the next scripted bytes; records what it was sent."""
+
+    listener: socket.socket
+    answers: list[bytes] = field(default_factory=list)
+    requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
+    connections: int = 0
+    thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def start(self, *answers: bytes) -> None:
+        self.answers[:] = answers
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while self.answers:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                self._converse(conn)
+
+    def _converse(self, conn: socket.socket) -> None:
+        reader = conn.makefile("rb")
+        while self.answers:
+            head = b""
+            while not head.endswith(b"\r\n\r\n"):
+                line = reader.readline()
+                if not line:
+                    return
+                head += line
+            request_line, *lines = head.decode("latin-1").split("\r\n")
+            headers = {k.strip().lower(): v.strip()
+                       for k, _, v in (x.partition(":") for x in lines if x)}
+            body = reader.read(int(headers.get("content-length", "0")))
+            self.requests.append((request_line, headers, body))
+            answer = self.answers.pop(0)
+            if answer == DROP:
+                return
+            conn.sendall(answer)
+            head = answer.split(b"\r\n\r\n")[0]
+            if b"Connection: close" in head or head.startswith(b"HTTP/1.0"):
+                return
+
+
+@pytest.fixture
+def server() -> Iterator[Scripted]:
+    scripted = Scripted(socket.create_server(("127.0.0.1", 0)))
+    try:
+        yield scripted
+    finally:
+        scripted.listener.close()
+        if scripted.thread is not None:
+            scripted.thread.join(timeout=5)
+
+
+def answer(status: str, body: bytes, *headers: str) -> bytes:
+    head = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", *headers]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def test_answers_share_one_kept_alive_connection(server):
+    server.start(answer("200 OK", b'{"a": 1}', "Server-Timing: app;dur=1.25"),
+                 answer("200 OK", b'{"b": 2}'))
+    client = Client(server.url, "k")
+    assert client.get("/one", page=2) == {"a": 1}
+    assert client.last_server_ms == 1.25
+    assert client.post("/two", {"x": 1}, idempotency_key="req-1", if_match=7) == {"b": 2}
+    client.close()
+    assert server.connections == 1
+    (first, first_headers, _), (second, headers, body) = server.requests
+    assert first == "GET /one?page=2 HTTP/1.1"
+    assert first_headers["authorization"] == "Bearer k"
+    assert second == "POST /two HTTP/1.1"
+    assert headers["idempotency-key"] == "req-1"
+    assert headers["if-match"] == '"7"'
+    assert json.loads(body) == {"x": 1}
+
+
+def test_a_chunked_answer_is_put_together(server):
+    server.start(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"4\r\n{\"a\"\r\n5;ext=1\r\n: [1]\r\n1\r\n}\r\n0\r\n\r\n")
+    client = Client(server.url, "k")
+    assert client.get("/chunked") == {"a": [1]}
+    client.close()
+
+
+def test_connection_close_and_a_body_without_length_open_a_new_connection(server):
+    server.start(answer("200 OK", b"[1]", "Connection: close"),
+                 b'HTTP/1.0 200 OK\r\n\r\n{"to": "the end"}',
+                 answer("200 OK", b"[3]"))
+    client = Client(server.url, "k")
+    assert client.get("/a") == [1]
+    assert client.get("/b") == {"to": "the end"}
+    assert client.get("/c") == [3]
+    client.close()
+    assert server.connections == 3
+
+
+def test_a_dropped_connection_is_retried_with_the_same_idempotency_key(server):
+    server.start(DROP, answer("200 OK", b'{"ok": true}'))
+    client = Client(server.url, "k")
+    assert client.post("/rounds/r/hit", {"box": 1}) == {"ok": True}
+    client.close()
+    keys = [headers["idempotency-key"] for _, headers, _ in server.requests]
+    assert len(keys) == 2
+    assert keys[0] == keys[1]
+    assert server.connections == 2
+
+
+def test_a_refusal_carries_its_problem_details(server):
+    problem = json.dumps({"title": "Conflict", "detail": "The round moved on.",
+                          "rule": "R-V1"}).encode()
+    server.start(answer("412 Precondition Failed", problem,
+                        "Content-Type: application/problem+json"))
+    client = Client(server.url, "k")
+    with pytest.raises(ApiError) as refused:
+        client.post("/rounds/r/stand", {}, if_match=3)
+    client.close()
+    assert refused.value.status == 412
+    assert str(refused.value) == "POST /rounds/r/stand: 412 The round moved on. (R-V1)"
+
+
+def test_an_answer_that_is_not_http_is_a_protocol_error(server):
+    server.start(*[b"SSH-2.0-OpenSSH\r\n\r\n"] * 4)
+    client = Client(server.url, "k")
+    with pytest.raises(ProtocolError, match=r"not an HTTP/1\.1 status line"):
+        client.get("/x")
+    client.close()
+    assert len(server.requests) == 4  # the first try and three more, each on a new connection
