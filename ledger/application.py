@@ -838,9 +838,12 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+# What json.dumps(sort_keys=True, separators=(",", ":"), default=str) does, built once.
+_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
+
 def _fingerprint(command: str, actor: str, payload: dict[str, Any]) -> str:
-    canonical = json.dumps({"command": command, "actor": actor, "payload": payload},
-                           sort_keys=True, separators=(",", ":"), default=str)
+    canonical = _CANONICAL_JSON.encode({"command": command, "actor": actor, "payload": payload})
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
