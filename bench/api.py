@@ -13,7 +13,11 @@ One run, on a fresh embedded PostgreSQL (or ``DATABASE_URL``, in a temporary sch
 (b) a settled round's frame-by-frame replay: ``GET /audit/rounds/<id>/replay`` against
     ``GameLedger.replay`` on the same rounds, p50/p99;
 (c) the HTTP layer alone: a decision request through the app in this process, with a
-    ledger that answers at once (what the layer itself costs, whatever the machine's load).
+    ledger that answers at once (what the layer itself costs, whatever the machine's load);
+(d) the floor under any HTTP server here: the same request answered at once with canned bytes
+    of a decision answer's size by a plain socket server in another process, on a new
+    connection per request (as gunicorn's sync workers close theirs) and on one kept alive,
+    back to back and after the idle pause an HTTP decision leaves between two requests.
 
 The HTTP layer should cost at most half again the direct call: the ratio is printed for each
 figure. At 1 terminal the comparison is like for like; at 4 and 16 the HTTP side runs in
@@ -30,6 +34,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -326,6 +331,7 @@ def report(db: Database, args: argparse.Namespace, folder: str) -> None:
             out(f"    {'terminals':>9}  {'side':<6} {'decisions/s':>11} {'p50 ms':>8} "
                 f"{'p99 ms':>8} {'mean ms':>8} {'rounds':>7}   http/direct (time per decision)")
             http_rounds: list[str] = []
+            one_http_ms = one_direct_ms = 0.0
             for n in args.terminals:
                 progress(f"(a) {n} terminal(s), over HTTP and directly, in turns")
                 samples = {"http": Samples(), "direct": Samples()}
@@ -348,6 +354,7 @@ def report(db: Database, args: argparse.Namespace, folder: str) -> None:
                     f"{h['mean'] - h['server']:.2f} ms in transport, gunicorn and the client")
                 if n == 1:
                     paced(ledger, h, d, args.seconds, out)
+                    one_http_ms, one_direct_ms = h["mean"], d["mean"]
                 rows.append((n, h, d))
                 http_rounds += [r for t in sides["http"] for r in t.rounds()]
                 for t in sides["http"]:
@@ -356,6 +363,7 @@ def report(db: Database, args: argparse.Namespace, folder: str) -> None:
             progress(f"(b) replaying {len(sample)} rounds")
             replay(srv, ledger, sample, out)
             layer_alone(ledger, out)
+            transport_floor(out, pause_s=max(one_http_ms - one_direct_ms, 0.0) / 1e3)
     finally:
         ledger.close()
     one = next((r for r in rows if r[0] == 1), None)
@@ -424,6 +432,61 @@ def layer_alone(ledger: GameLedger, out: Callable[..., None], n: int = 2000) -> 
         f"p50 {quantile(timings, 0.5) * 1e3:.2f} ms, mean {sum(timings) / len(timings) * 1e3:.2f}"
         f" ms per decision request ({n} requests: key check, Idempotency-Key, body schema, "
         "response schema, JSON both ways)")
+
+
+def transport_floor(out: Callable[..., None], *, pause_s: float, n: int = 1000) -> None:
+    """(d) A decision request through the pitboss client to a server that answers at once."""
+    body = json.dumps({"result": {}, "round": {"padding": "x" * 1800}}).encode()
+    sample: list[str] = []
+    for keep_alive in (False, True):
+        answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                  + (b"" if keep_alive else b"Connection: close\r\n")
+                  + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        listener = socket.create_server(("127.0.0.1", 0))
+        answering = multiprocessing.get_context("fork").Process(
+            target=_answer_at_once, args=(listener, answer, keep_alive), daemon=True)
+        answering.start()
+        client = Client(f"http://127.0.0.1:{listener.getsockname()[1]}", "bench")
+        try:
+            for pause in (0.0, pause_s):
+                timings = []
+                for _ in range(n):
+                    if pause:
+                        time.sleep(pause)
+                    t0 = time.perf_counter()
+                    client.post("/rounds/r/hit", {"player": "P1", "box": 1, "hand": 0},
+                                if_match=3)
+                    timings.append(time.perf_counter() - t0)
+                sample.append(f"{'kept alive' if keep_alive else 'new connection'}, "
+                              f"{'back to back' if not pause else f'{pause * 1e3:.1f} ms apart'}"
+                              f": p50 {quantile(timings, 0.5) * 1e3:.2f} ms")
+        finally:
+            client.close()
+            answering.kill()
+            listener.close()
+    out(f"(d) the floor: a canned {len(body):,}-byte answer from a plain socket server, "
+        f"{n} requests each through the pitboss client")
+    for line in sample:
+        out(f"    {line}")
+
+
+def _answer_at_once(listener: socket.socket, answer: bytes, keep_alive: bool) -> None:
+    while True:
+        conn, _ = listener.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with conn, conn.makefile("rb") as reader:
+            while True:
+                length = 0
+                while (line := reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                if not line:
+                    break
+                reader.read(length)
+                conn.sendall(answer)
+                if not keep_alive:
+                    break
 
 
 def replay(srv: Server, ledger: GameLedger, rounds: list[str], out: Callable[..., None]) -> None:
