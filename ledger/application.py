@@ -591,7 +591,9 @@ class GameLedger(Application[UUID]):
                                        "changed. Look at the current state and decide "
                                        "again.", "R-V1") from None
                     continue
-                for aggregate in tried.taken:
+                # What it read, and what it made (a round, a shoe, an account): the commands
+                # that follow find them as committed, without loading them.
+                for aggregate in (*tried.taken, *touched):
                     self._working.give(aggregate)
                 return result
             finally:

@@ -217,7 +217,6 @@ class _Appenders:
             self._return_to_pool(curs)
 
 
-
 class _BinaryArray(bytes):
     """A one-dimensional array parameter without nulls, built in PostgreSQL's binary format
     (``array_recv``) and sent as it is. psycopg's own list dumper inspects every element of

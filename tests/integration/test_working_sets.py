@@ -134,26 +134,47 @@ def test_a_process_behind_on_the_shoe_replaces_it_once_the_cut_card_is_out(
     assert a.verify_shoe(UUID(first_shoe)) == []
 
 
+def store_reads(app: GameLedger, monkeypatch: pytest.MonkeyPatch) -> list[UUID]:
+    """The aggregates ``app`` reads events of from now on, one entry per read."""
+    reads: list[UUID] = []
+    select_events = app.recorder.select_events
+
+    def counted(originator_id: UUID, **kwargs: Any) -> Any:
+        reads.append(originator_id)
+        return select_events(originator_id, **kwargs)
+
+    monkeypatch.setattr(app.recorder, "select_events", counted)
+    return reads
+
+
 def test_a_decision_on_the_version_shown_reads_nothing_from_the_store(
         ledgers: Ledgers, monkeypatch: pytest.MonkeyPatch) -> None:
     # Box 1 holds 5,6 and doubles onto a 4; the dealer shows a 7.
     a = ledgers(randbelow=SteeredShuffle("5S TH 7D 6S 9C 4H 8C TS"))
     _, r = dealt_round(a)
     shown = a.round_state(r)["version"]
-    reads: list[UUID] = []
-    select_events = a.recorder.select_events
-
-    def counted(originator_id: UUID, **kwargs: Any) -> Any:
-        reads.append(originator_id)
-        return select_events(originator_id, **kwargs)
-
-    monkeypatch.setattr(a.recorder, "select_events", counted)
+    reads = store_reads(a, monkeypatch)
     after = a.double(rid(), "dealer", r, "P1", 1, 0, expected=shown)  # a card, a hold
     assert reads == []
     assert a.round_state(r, after["version"])["boxes"][0]["hands"][0]["cards"] == [
         "5S", "6S", "4H"]
     assert reads == []
     assert a.balance("P1")["held"] == 20
+
+
+def test_a_round_just_started_is_at_hand_for_its_first_stake(
+        ledgers: Ledgers, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = ledgers()
+    table = a.open_table(rid(), "boss", "T1", CASINO)
+    a.open_account(rid(), "cashier", "P1")
+    a.buy_in(rid(), "cashier", "P1", 1000)
+    reads = store_reads(a, monkeypatch)
+    r = a.start_round(rid(), "dealer", table)
+    shown = a.round_state(r, 1)  # what the dealer's terminal is answered
+    placed = a.place_stake(rid(), "dealer", r, "P1", 1, 10, expected=shown["version"])
+    assert reads == []
+    assert a.round_state(r, placed["version"])["staked"] == 10
+    assert a.balance("P1")["held"] == 10
 
 
 def test_one_process_serving_many_terminals_at_once_records_every_round_whole(
