@@ -66,19 +66,24 @@ def main(log_level: str) -> None:
     "--workers", default=2, envvar="WEB_CONCURRENCY", show_default=True, type=click.IntRange(1, 64)
 )
 @click.option(
+    "--threads", default=4, envvar="PITBOSS_THREADS", show_default=True,
+    type=click.IntRange(1, 64), help="request threads per worker",
+)
+@click.option(
     "--config",
     "config_file",
     default=None,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="gunicorn configuration file [default: deploy/gunicorn.conf.py of the checkout]",
 )
-def serve(host: str, port: int, workers: int, config_file: Path | None) -> None:
+def serve(host: str, port: int, workers: int, threads: int, config_file: Path | None) -> None:
     """Serve the API with gunicorn (starting the embedded PostgreSQL if none is configured)."""
     settings, _ = prepare_service()
     os.environ["DATABASE_URL"] = settings.url()
     if config_file is None and _REPO_GUNICORN_CONFIG.is_file():
         config_file = _REPO_GUNICORN_CONFIG
-    argv = gunicorn_argv(host=host, port=port, workers=workers, config_file=config_file)
+    argv = gunicorn_argv(host=host, port=port, workers=workers, threads=threads,
+                         config_file=config_file)
     click.echo(f"serving on http://{bind_address(host, port)} ({settings.masked()})", err=True)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -107,12 +112,14 @@ def bind_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def gunicorn_argv(*, host: str, port: int, workers: int, config_file: Path | None) -> list[str]:
+def gunicorn_argv(*, host: str, port: int, workers: int, threads: int,
+                  config_file: Path | None) -> list[str]:
     """The gunicorn command line; command-line options override the config file."""
     argv = [sys.executable, "-m", "gunicorn"]
     if config_file is not None:
         argv += ["--config", str(config_file)]
-    argv += ["--bind", bind_address(host, port), "--workers", str(workers), WSGI_APP]
+    argv += ["--bind", bind_address(host, port), "--workers", str(workers),
+             "--threads", str(threads), WSGI_APP]
     return argv
 
 

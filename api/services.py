@@ -2,8 +2,8 @@
 
 Building them connects to PostgreSQL, so ``create_app`` only describes them: the app starts
 (and ``/healthz`` answers) even while the database is down, and each gunicorn worker builds its
-own after the fork. A worker serves one request at a time (sync workers), so one ledger per
-process is enough.
+own after the fork. A worker's request threads share its ledger and read models (both are
+safe to share, and the ledger's working set is what makes a decision cheap).
 """
 
 from __future__ import annotations

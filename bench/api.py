@@ -4,7 +4,8 @@ One run, on a fresh embedded PostgreSQL (or ``DATABASE_URL``, in a temporary sch
 
 (a) player decisions (hit, stand, double, split, surrender) per second and their latency
     p50/p99, with 1, 4 and 16 concurrent table terminals, each terminal its own table with
-    three basic-strategy players; through HTTP (``pitboss serve``: gunicorn, sync workers) and
+    three basic-strategy players; through HTTP (``pitboss serve``: gunicorn, threaded workers,
+    each terminal on one kept-alive connection) and
     directly on a GameLedger in this process (one thread per terminal). Both name the round
     version they decided on (``If-Match``, ``expected=``), and a decision over HTTP answers
     with the round right after it, so the direct figure is the same work: the use case, then
@@ -16,7 +17,7 @@ One run, on a fresh embedded PostgreSQL (or ``DATABASE_URL``, in a temporary sch
     ledger that answers at once (what the layer itself costs, whatever the machine's load);
 (d) the floor under any HTTP server here: the same request answered at once with canned bytes
     of a decision answer's size by a plain socket server in another process, on a new
-    connection per request (as gunicorn's sync workers close theirs) and on one kept alive,
+    connection per request (as gunicorn's sync workers would) and on one kept alive,
     back to back and after the idle pause an HTTP decision leaves between two requests.
 
 The HTTP layer should cost at most half again the direct call: the ratio is printed for each
@@ -25,7 +26,7 @@ several worker processes and the direct side in threads of one (the GIL), so the
 comparison of deployments, not of layers.
 
     python -m bench.api                       # about 2 minutes
-    python -m bench.api --seconds 5 --workers 4 --terminals 1 4
+    python -m bench.api --seconds 5 --workers 4 --threads 2 --terminals 1 4
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class Server:
 
 
 @contextlib.contextmanager
-def server(db: Database, workers: int, folder: str) -> Iterator[Server]:
+def server(db: Database, workers: int, threads: int, folder: str) -> Iterator[Server]:
     """``pitboss serve`` (gunicorn) on a free port, with one key per role."""
     keys = {role: new_key() for role in ("dealer", "cashier", "auditor")}
     keys_file = os.path.join(folder, "keys.jsonl")
@@ -91,7 +92,8 @@ def server(db: Database, workers: int, folder: str) -> Iterator[Server]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, "DATABASE_URL": db.settings.url(), "PORT": str(port),
-           "WEB_CONCURRENCY": str(workers), "PITBOSS_KEYS_FILE": keys_file,
+           "WEB_CONCURRENCY": str(workers), "PITBOSS_THREADS": str(threads),
+           "PITBOSS_KEYS_FILE": keys_file,
            "PITBOSS_SHOE_KEY": ShoeSealer.new_key().hex(), "PITBOSS_LOG_LEVEL": "WARNING",
            # No access log (a line per request); BENCH_GUNICORN_ARGS adds options to try.
            "GUNICORN_CMD_ARGS": f"{os.environ.get('BENCH_GUNICORN_ARGS', '')} "
@@ -305,6 +307,8 @@ def main() -> None:
     parser.add_argument("--terminals", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2,
                         help="gunicorn worker processes [default: one per CPU]")
+    parser.add_argument("--threads", type=int, default=4,
+                        help="request threads per worker [default: 4, as pitboss serve]")
     parser.add_argument("--replays", type=int, default=200, help="rounds replayed for (b)")
     parser.add_argument("--slices", type=int, default=5,
                         help="turns the two sides take within each level")
@@ -318,14 +322,14 @@ def report(db: Database, args: argparse.Namespace, folder: str) -> None:
     out(f"database: {db.where}")
     out(f"machine: {os.cpu_count()} CPUs; load average at start "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    out(f"server: pitboss serve, gunicorn with {args.workers} sync workers (one request per "
-        "worker at a time, no keep-alive)")
+    out(f"server: pitboss serve, gunicorn with {args.workers} workers of {args.threads} threads "
+        "(gthread; each terminal keeps its connection, so it stays with one worker)")
     top = max(args.terminals)
     ledger = GameLedger(env=db.env(POSTGRES_POOL_SIZE=str(top + 2)),
                         shoe_key=ShoeSealer.new_key())
     rows = []
     try:
-        with server(db, args.workers, folder) as srv:
+        with server(db, args.workers, args.threads, folder) as srv:
             out(f"(a) player decisions, {args.seconds:.0f} s per level and side, "
                 "3 basic-strategy players per table")
             out(f"    {'terminals':>9}  {'side':<6} {'decisions/s':>11} {'p50 ms':>8} "

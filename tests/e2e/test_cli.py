@@ -303,6 +303,56 @@ def test_demo_serves_the_docs_and_a_demo_table_and_stops_on_sigterm(database, po
             demo.stderr.close()
 
 
+def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_env, tmp_path,
+                                                             unused_port):
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from api.cli import run_simulation
+    from api.client import Client
+
+    env = _command_env(database, postgres_env, tmp_path)
+    keys = {}
+    for role in ("dealer", "cashier", "auditor"):
+        made = CliRunner().invoke(main, ["keys", "create", "--name", f"t-{role}", "--role", role,
+                                         "--file", env["PITBOSS_KEYS_FILE"]])
+        keys[role] = made.stdout.strip()
+    server = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--port",
+                               str(unused_port), "--workers", "2", "--threads", "3"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{unused_port}"
+    try:
+        _read_until(server, "Using worker: gthread", 60)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/healthz", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        played = run_simulation(url, [keys["dealer"], keys["cashier"]], tables=4, rounds=3,
+                                preset="casino", progress=False)
+        auditor = Client(url, keys["auditor"])
+        try:
+            assert [len(table.rounds) for table in played] == [3, 3, 3, 3]
+            for round_id in (r for table in played for r in table.rounds):
+                assert auditor.get(f"/audit/rounds/{round_id}/check")["ok"]
+            chain = auditor.get("/audit/chain")
+            assert chain["intact"], chain["findings"]
+        finally:
+            auditor.close()
+    finally:
+        server.terminate()
+        assert server.wait(timeout=30) == 0
+        if server.stderr is not None:
+            server.stderr.close()
+
+
 def test_the_projection_worker_stops_cleanly_on_sigterm(database, postgres_env, tmp_path):
     import signal
     import subprocess

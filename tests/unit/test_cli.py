@@ -12,17 +12,19 @@ from api.cli import gunicorn_argv, main
 
 def test_serve_runs_gunicorn_on_the_wsgi_app_with_the_bind_address():
     argv = gunicorn_argv(
-        host="127.0.0.1", port=8001, workers=3, config_file=Path("deploy/gunicorn.conf.py")
+        host="127.0.0.1", port=8001, workers=3, threads=5,
+        config_file=Path("deploy/gunicorn.conf.py")
     )
     assert argv[:3] == [sys.executable, "-m", "gunicorn"]
     assert argv[argv.index("--config") + 1] == "deploy/gunicorn.conf.py"
     assert argv[argv.index("--bind") + 1] == "127.0.0.1:8001"
     assert argv[argv.index("--workers") + 1] == "3"
+    assert argv[argv.index("--threads") + 1] == "5"
     assert argv[-1] == "api.wsgi:app"
 
 
 def test_an_ipv6_bind_address_is_bracketed():
-    argv = gunicorn_argv(host="::1", port=8000, workers=1, config_file=None)
+    argv = gunicorn_argv(host="::1", port=8000, workers=1, threads=1, config_file=None)
     assert "--config" not in argv
     assert argv[argv.index("--bind") + 1] == "[::1]:8000"
 
