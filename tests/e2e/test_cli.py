@@ -297,10 +297,7 @@ def test_demo_serves_the_docs_and_a_demo_table_and_stops_on_sigterm(database, po
         assert len(auditor.get("/audit/rounds")["items"]) == 2
         auditor.close()
     finally:
-        demo.terminate()
-        assert demo.wait(timeout=30) == 0
-        if demo.stderr is not None:
-            demo.stderr.close()
+        _stop(demo)
 
 
 def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_env, tmp_path,
@@ -347,10 +344,15 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
         finally:
             auditor.close()
     finally:
-        server.terminate()
-        assert server.wait(timeout=30) == 0
-        if server.stderr is not None:
-            server.stderr.close()
+        _stop(server)
+
+
+def _stop(process) -> None:
+    """SIGTERM, and a clean exit within 30 s."""
+    process.terminate()
+    assert process.wait(timeout=30) == 0
+    if process.stderr is not None:
+        process.stderr.close()
 
 
 def test_the_projection_worker_stops_cleanly_on_sigterm(database, postgres_env, tmp_path):
