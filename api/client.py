@@ -6,7 +6,7 @@ sent again with the same key, so a retry never records anything twice.
 
 It speaks just the HTTP/1.1 the API answers with (a status line, headers, a body of known
 length or in chunks) over a plain socket: ``http.client`` parses every answer's headers as
-an e-mail message, which cost each decision of ``pitboss simulate`` about 0.1 ms.
+an e-mail message, which cost each decision of ``pitboss simulate`` 0.2 to 0.3 ms.
 """
 
 from __future__ import annotations
@@ -160,6 +160,15 @@ class _Connection:
     def exchange(self, request: bytes) -> tuple[int, dict[str, str], bytes]:
         """Send one request; its answer's status, headers (names in lower case) and body."""
         self._sock.sendall(request)
+        while True:
+            version, status, headers = self._head()
+            if not 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
+                break
+        if version == b"HTTP/1.0" and headers.get("connection", "").lower() != "keep-alive":
+            headers["connection"] = "close"
+        return status, headers, self._body(status, headers)
+
+    def _head(self) -> tuple[bytes, int, dict[str, str]]:
         status_line = self._line()
         if not status_line:
             raise ConnectionResetError("the server closed the connection without answering")
@@ -170,20 +179,18 @@ class _Connection:
         headers: dict[str, str] = {}
         for _ in range(HEADERS_MAX + 1):
             line = self._line()
-            if line in (b"\r\n", b"\n", b""):
-                break
+            if line in (b"\r\n", b"\n"):
+                return version, int(code), headers
+            if not line:
+                raise ConnectionResetError("the answer ended within its headers")
             name, colon, value = line.decode("latin-1").partition(":")
             if not colon:
                 raise ProtocolError(f"not a header line: {line[:80]!r}")
             headers[name.strip().lower()] = value.strip()
-        else:
-            raise ProtocolError(f"more than {HEADERS_MAX} headers in one answer")
-        if version == b"HTTP/1.0" and headers.get("connection", "").lower() != "keep-alive":
-            headers["connection"] = "close"
-        return int(code), headers, self._body(int(code), headers)
+        raise ProtocolError(f"more than {HEADERS_MAX} headers in one answer")
 
     def _body(self, status: int, headers: dict[str, str]) -> bytes:
-        if status in (204, 304) or 100 <= status < 200:
+        if status in (204, 304):
             return b""
         if "chunked" in headers.get("transfer-encoding", "").lower():
             return self._chunks()
@@ -205,7 +212,9 @@ class _Connection:
             try:
                 size = int(size_line, 16)
             except ValueError:
-                raise ProtocolError(f"a chunk size of {size_line[:20]!r}") from None
+                size = -1
+            if size < 0:
+                raise ProtocolError(f"a chunk size of {size_line[:20]!r}")
             if size == 0:
                 while self._line() not in (b"\r\n", b"\n", b""):
                     pass  # trailer fields, unused

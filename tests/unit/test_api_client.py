@@ -122,6 +122,22 @@ def test_connection_close_and_a_body_without_length_open_a_new_connection(server
     assert server.connections == 3
 
 
+def test_an_interim_answer_is_passed_over(server):
+    server.start(b"HTTP/1.1 100 Continue\r\n\r\n" + answer("200 OK", b'{"after": "100"}'))
+    client = Client(server.url, "k")
+    assert client.get("/x") == {"after": "100"}
+    client.close()
+
+
+def test_an_answer_cut_off_in_its_headers_is_a_lost_connection(server):
+    server.start(*[b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n"] * 4)
+    client = Client(server.url, "k")
+    with pytest.raises(ConnectionResetError, match="ended within its headers"):
+        client.get("/x")
+    client.close()
+    assert server.connections == 4
+
+
 def test_a_dropped_connection_is_retried_with_the_same_idempotency_key(server):
     server.start(DROP, answer("200 OK", b'{"ok": true}'))
     client = Client(server.url, "k")
