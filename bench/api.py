@@ -15,10 +15,11 @@ One run, on a fresh embedded PostgreSQL (or ``DATABASE_URL``, in a temporary sch
     ``GameLedger.replay`` on the same rounds, p50/p99;
 (c) the HTTP layer alone: a decision request through the app in this process, with a
     ledger that answers at once (what the layer itself costs, whatever the machine's load);
-(d) the floor under any HTTP server here: the same request answered at once with canned bytes
-    of a decision answer's size by a plain socket server in another process, on a new
-    connection per request (as gunicorn's sync workers would) and on one kept alive,
-    back to back and after the idle pause an HTTP decision leaves between two requests.
+(d) the floor under the app: the same request answered at once with canned bytes of a
+    decision answer's size by a plain socket server in another process (on a new connection
+    per request, as gunicorn's sync workers would, and on one kept alive), and by gunicorn as
+    ``pitboss serve`` runs it on a WSGI app that answers at once; back to back and after the
+    idle pause an HTTP decision leaves between two requests.
 
 The HTTP layer should cost at most half again the direct call: the ratio is printed for each
 figure. At 1 terminal the comparison is like for like; at 4 and 16 the HTTP side runs in
@@ -367,7 +368,8 @@ def report(db: Database, args: argparse.Namespace, folder: str) -> None:
             progress(f"(b) replaying {len(sample)} rounds")
             replay(srv, ledger, sample, out)
             layer_alone(ledger, out)
-            transport_floor(out, pause_s=max(one_http_ms - one_direct_ms, 0.0) / 1e3)
+            transport_floor(out, pause_s=max(one_http_ms - one_direct_ms, 0.0) / 1e3,
+                            threads=args.threads)
     finally:
         ledger.close()
     one = next((r for r in rows if r[0] == 1), None)
@@ -438,40 +440,91 @@ def layer_alone(ledger: GameLedger, out: Callable[..., None], n: int = 2000) -> 
         "response schema, JSON both ways)")
 
 
-def transport_floor(out: Callable[..., None], *, pause_s: float, n: int = 1000) -> None:
-    """(d) A decision request through the pitboss client to a server that answers at once."""
-    body = json.dumps({"result": {}, "round": {"padding": "x" * 1800}}).encode()
-    sample: list[str] = []
-    for keep_alive in (False, True):
-        answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                  + (b"" if keep_alive else b"Connection: close\r\n")
-                  + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-        listener = socket.create_server(("127.0.0.1", 0))
-        answering = multiprocessing.get_context("fork").Process(
-            target=_answer_at_once, args=(listener, answer, keep_alive), daemon=True)
-        answering.start()
-        client = Client(f"http://127.0.0.1:{listener.getsockname()[1]}", "bench")
-        try:
-            for pause in (0.0, pause_s):
-                timings = []
-                for _ in range(n):
-                    if pause:
-                        time.sleep(pause)
-                    t0 = time.perf_counter()
-                    client.post("/rounds/r/hit", {"player": "P1", "box": 1, "hand": 0},
-                                if_match=3)
-                    timings.append(time.perf_counter() - t0)
-                sample.append(f"{'kept alive' if keep_alive else 'new connection'}, "
-                              f"{'back to back' if not pause else f'{pause * 1e3:.1f} ms apart'}"
-                              f": p50 {quantile(timings, 0.5) * 1e3:.2f} ms")
-        finally:
-            client.close()
-            answering.kill()
-            listener.close()
-    out(f"(d) the floor: a canned {len(body):,}-byte answer from a plain socket server, "
-        f"{n} requests each through the pitboss client")
-    for line in sample:
-        out(f"    {line}")
+_CANNED = json.dumps({"result": {}, "round": {"padding": "x" * 1800}}).encode()
+
+
+def canned_answer(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+    """A WSGI app that answers every request at once with a decision answer's size."""
+    environ["wsgi.input"].read()
+    start_response("200 OK", [("Content-Type", "application/json"),
+                              ("Content-Length", str(len(_CANNED)))])
+    return [_CANNED]
+
+
+def transport_floor(out: Callable[..., None], *, pause_s: float, threads: int,
+                    n: int = 1000) -> None:
+    """(d) A decision request through the pitboss client to servers that answer at once."""
+    out(f"(d) the floor: a canned {len(_CANNED):,}-byte answer, {n} requests each through the "
+        f"pitboss client, back to back and {pause_s * 1e3:.1f} ms apart (p50)")
+    for label, serving in (("plain socket server, a new connection per request",
+                            _socket_server(keep_alive=False)),
+                           ("plain socket server, one connection kept alive",
+                            _socket_server(keep_alive=True)),
+                           ("gunicorn as pitboss serve runs it, on a WSGI app that answers at "
+                            "once, kept alive", _gunicorn_server(threads))):
+        with serving as url:
+            client = Client(url, "bench")
+            try:
+                p50s = [_request_p50(client, pause, n) for pause in (0.0, pause_s)]
+            finally:
+                client.close()
+        out(f"    {label}: {p50s[0]:.2f} ms and {p50s[1]:.2f} ms")
+
+
+def _request_p50(client: Client, pause_s: float, n: int) -> float:
+    timings = []
+    for _ in range(n):
+        if pause_s:
+            time.sleep(pause_s)
+        t0 = time.perf_counter()
+        client.post("/rounds/r/hit", {"player": "P1", "box": 1, "hand": 0}, if_match=3)
+        timings.append(time.perf_counter() - t0)
+    return quantile(timings, 0.5) * 1e3
+
+
+@contextlib.contextmanager
+def _socket_server(*, keep_alive: bool) -> Iterator[str]:
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+              + (b"" if keep_alive else b"Connection: close\r\n")
+              + f"Content-Length: {len(_CANNED)}\r\n\r\n".encode() + _CANNED)
+    listener = socket.create_server(("127.0.0.1", 0))
+    answering = multiprocessing.get_context("fork").Process(
+        target=_answer_at_once, args=(listener, answer, keep_alive), daemon=True)
+    answering.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        answering.kill()
+        listener.close()
+
+
+@contextlib.contextmanager
+def _gunicorn_server(threads: int) -> Iterator[str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "deploy", "gunicorn.conf.py")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--config", config, "--bind", f"127.0.0.1:{port}",
+         "--workers", "1", "--threads", str(threads), "--access-logfile", "/dev/null",
+         "bench.api:canned_answer"],
+        env={**os.environ, "PITBOSS_CREATE_TABLES": "no", "PITBOSS_LOG_LEVEL": "WARNING"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("gunicorn did not start for the floor measurement") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def _answer_at_once(listener: socket.socket, answer: bytes, keep_alive: bool) -> None:
