@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import itertools
 import json
-import multiprocessing
 import os
 import signal
 import socket
@@ -47,7 +46,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -89,9 +88,7 @@ def server(db: Database, workers: int, threads: int, folder: str) -> Iterator[Se
         for role, key in keys.items():
             out.write(json.dumps({"name": f"bench-{role}", "role": role,
                                   "key_hash": hash_key(key)}) + "\n")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_port()
     env = {**os.environ, "DATABASE_URL": db.settings.url(), "PORT": str(port),
            "WEB_CONCURRENCY": str(workers), "PITBOSS_THREADS": str(threads),
            "PITBOSS_KEYS_FILE": keys_file,
@@ -484,33 +481,30 @@ def _request_p50(client: Client, pause_s: float, n: int) -> float:
 
 @contextlib.contextmanager
 def _socket_server(*, keep_alive: bool) -> Iterator[str]:
-    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-              + (b"" if keep_alive else b"Connection: close\r\n")
-              + f"Content-Length: {len(_CANNED)}\r\n\r\n".encode() + _CANNED)
-    listener = socket.create_server(("127.0.0.1", 0))
-    answering = multiprocessing.get_context("fork").Process(
-        target=_answer_at_once, args=(listener, answer, keep_alive), daemon=True)
-    answering.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        answering.kill()
-        listener.close()
+    port = _free_port()
+    code = f"from bench.api import answer_at_once; answer_at_once({port}, {keep_alive})"
+    with _serving([sys.executable, "-c", code], port, os.environ) as url:
+        yield url
 
 
 @contextlib.contextmanager
 def _gunicorn_server(threads: int) -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_port()
     config = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           "deploy", "gunicorn.conf.py")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--config", config, "--bind", f"127.0.0.1:{port}",
-         "--workers", "1", "--threads", str(threads), "--access-logfile", "/dev/null",
-         "bench.api:canned_answer"],
-        env={**os.environ, "PITBOSS_CREATE_TABLES": "no", "PITBOSS_LOG_LEVEL": "WARNING"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    argv = [sys.executable, "-m", "gunicorn", "--config", config, "--bind", f"127.0.0.1:{port}",
+            "--workers", "1", "--threads", str(threads), "--access-logfile", "/dev/null",
+            "bench.api:canned_answer"]
+    env = {**os.environ, "PITBOSS_CREATE_TABLES": "no", "PITBOSS_LOG_LEVEL": "WARNING"}
+    with _serving(argv, port, env) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _serving(argv: list[str], port: int, env: Mapping[str, str]) -> Iterator[str]:
+    """A server process on ``port``, once it accepts connections; stopped afterwards."""
+    process = subprocess.Popen(argv, env=dict(env), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -519,7 +513,7 @@ def _gunicorn_server(threads: int) -> Iterator[str]:
                 break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("gunicorn did not start for the floor measurement") from None
+                    raise RuntimeError(f"{argv[1:3]} did not start on port {port}") from None
                 time.sleep(0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -527,7 +521,19 @@ def _gunicorn_server(threads: int) -> Iterator[str]:
         process.wait(timeout=30)
 
 
-def _answer_at_once(listener: socket.socket, answer: bytes, keep_alive: bool) -> None:
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def answer_at_once(port: int, keep_alive: bool) -> None:
+    """A plain socket server on ``port`` that answers every request with the canned bytes."""
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+              + (b"" if keep_alive else b"Connection: close\r\n")
+              + f"Content-Length: {len(_CANNED)}\r\n\r\n".encode() + _CANNED)
+    listener = socket.create_server(("127.0.0.1", port))
     while True:
         conn, _ = listener.accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
