@@ -40,10 +40,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError, Application, project_aggregate
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import InfrastructureFactory, IntegrityError
 from eventsourcing.utils import Environment
@@ -390,7 +390,9 @@ class GameLedger(Application[UUID]):
             for key, moved in net_movements(produced).items():
                 account = (self._get(Account, ids.house_id(round_.table_id), "house account")
                            if key == HOUSE_KEY else self._account(key))
-                if account.currency != round_.currency:
+                # Checked where chips go in: paying out or releasing what a round holds must
+                # never be refused, or the round could neither settle nor be voided.
+                if moved.held > 0 and account.currency != round_.currency:
                     raise BetRefused(f"{account.owner}'s chips are in {account.currency}; this "
                                      f"table plays in {round_.currency}.", "R-M1")
                 account.post(round_id, moved.held, moved.available, memo, actor, request_id,
@@ -606,11 +608,17 @@ class GameLedger(Application[UUID]):
         processing, notifications) that cost a tenth of a decision and serve nothing here."""
         events = [event for aggregate in aggregates for event in aggregate.collect_events()]
         self.recorder.insert_events([self.mapper.to_stored_event(e) for e in events])
-        kinds = {aggregate.id: type(aggregate) for aggregate in aggregates}
-        for event in events:
-            interval = self.snapshotting_intervals.get(kinds[event.originator_id])
-            if interval is not None and event.originator_version % interval == 0:
-                self.take_snapshot(event.originator_id, version=event.originator_version)
+        due = []
+        for aggregate in aggregates:
+            interval = self.snapshotting_intervals.get(type(aggregate))
+            if interval is not None and any(e.originator_version % interval == 0
+                                            for e in events if e.originator_id == aggregate.id):
+                due.append(aggregate)
+        if due:
+            # Of the aggregate in hand, as committed: the library's take_snapshot would load
+            # it from the store again.
+            assert self.snapshots is not None
+            self.snapshots.put([type(a).Snapshot.take(a) for a in due])
 
     def _answer(self, receipt_id: UUID, request_id: str, fingerprint: str) -> Result | None:
         created = next(iter(self.events.get(receipt_id, limit=1)), None)
@@ -630,25 +638,34 @@ class GameLedger(Application[UUID]):
     def _get(self, cls: type[A], aggregate_id: UUID, what: str, *, fresh: bool = False,
              exact: Callable[[A], bool] | None = None) -> A:
         """For a command: the aggregate, lent by the working set until the command's save
-        commits. Used as held when ``exact`` says the copy is known to be current, or when
-        the attempt trusts the working set; otherwise (``fresh``, an ``exact`` that says no,
-        a retry) brought up to date from the store first. A copy found behind means other
-        processes are at work here: the rest of the attempt reads fresh."""
+        commits. Used as held when ``exact`` accepts the copy (the version a request named),
+        or when the attempt trusts the working set; otherwise (``fresh``, an ``exact`` that
+        says no, a retry) brought up to date from the store first. A copy found behind means
+        other processes are at work here: the rest of the attempt reads fresh."""
         tried: _Attempt = self._local.attempt
-        held = self._working.take(aggregate_id)
-        if held is None:
-            aggregate = self._load(aggregate_id, what)
-        elif exact is not None and isinstance(held, cls) and exact(held):
-            aggregate = held
-        elif fresh or exact is not None or not tried.trusting:
-            version = held.version
-            aggregate = self._catch_up(held)
-            if aggregate.version != version:
-                tried.trusting = False
+        earlier = next((i for i, a in enumerate(tried.taken) if a.id == aggregate_id), None)
+        if earlier is not None:  # lent to this attempt already: one copy per attempt
+            aggregate = tried.taken[earlier]
+            if fresh:
+                aggregate = tried.taken[earlier] = self._catch_up(aggregate)
         else:
-            aggregate = held
-            tried.unverified = True
-        tried.taken.append(aggregate)
+            held = self._working.take(aggregate_id)
+            if held is None:
+                aggregate = self._load(aggregate_id, what)
+            elif exact is not None and isinstance(held, cls) and exact(held):
+                # At the version named, which the store may have passed: a save fails on the
+                # primary key then, and a refusal is checked again on fresh state.
+                aggregate = held
+                tried.unverified = True
+            elif fresh or exact is not None or not tried.trusting:
+                version = held.version
+                aggregate = self._catch_up(held)
+                if aggregate.version != version:
+                    tried.trusting = False
+            else:
+                aggregate = held
+                tried.unverified = True
+            tried.taken.append(aggregate)
         if not isinstance(aggregate, cls):
             raise NotFound(f"{aggregate_id} is not a {what}.", "R-V1")
         return aggregate
@@ -672,13 +689,12 @@ class GameLedger(Application[UUID]):
 
     def _catch_up(self, aggregate: Aggregate) -> Aggregate:
         """The aggregate with the events recorded after its version applied."""
-        for event in self.events.get(aggregate.id, gt=aggregate.version):
-            mutated = cast(Aggregate.Event, event).mutate(aggregate)
-            if mutated is None:  # pragma: no cover (only a Created event starts afresh)
-                raise InvariantBroken(f"event {event.originator_version} of {aggregate.id} "
-                                      "did not apply to it")
-            aggregate = mutated
-        return aggregate
+        caught_up = project_aggregate(aggregate, self.events.get(aggregate.id,
+                                                                 gt=aggregate.version))
+        if caught_up is None:  # pragma: no cover (only a Created event starts afresh)
+            raise InvariantBroken(f"the events after version {aggregate.version} of "
+                                  f"{aggregate.id} did not apply to it")
+        return caught_up
 
     def _account(self, player: str) -> Account:
         try:

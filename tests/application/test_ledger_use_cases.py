@@ -10,6 +10,8 @@ from uuid import UUID
 
 import pytest
 
+from ledger.aggregates import ids
+from ledger.aggregates.account import Account
 from ledger.application import GameLedger
 from ledger.errors import (
     BetRefused,
@@ -257,3 +259,16 @@ def test_chips_of_another_currency_are_refused_at_the_table(make_ledger: MakeLed
                         "R-M1")
     assert "USD" in str(refusal)
     assert app.balance("tourist") == {**app.balance("tourist"), "available": 500, "held": 0}
+
+
+def test_an_account_is_snapshotted_as_committed_every_200_events(
+        make_ledger: MakeLedger) -> None:
+    app = make_ledger()
+    app.open_account("s-open", "cashier", "P1")  # version 1
+    for n in range(199):
+        app.buy_in(f"s-{n}", "cashier", "P1", 1)  # versions 2 .. 200
+    assert app.snapshots is not None
+    taken = list(app.snapshots.get(ids.account_id("P1")))
+    assert [s.originator_version for s in taken] == [200]
+    loaded: Account = app.repository.get(ids.account_id("P1"))  # from the snapshot
+    assert (loaded.version, loaded.available) == (200, 199)

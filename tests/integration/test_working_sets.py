@@ -113,7 +113,7 @@ def test_a_refusal_decided_on_a_stale_account_is_checked_on_the_stored_one(
 
 
 def test_a_process_behind_on_the_shoe_replaces_it_once_the_cut_card_is_out(
-        ledgers: Ledgers) -> None:
+        ledgers: Ledgers, monkeypatch: pytest.MonkeyPatch) -> None:
     rules = CASINO.evolve(decks=1, penetration_percent=50)
     a, b = ledgers(), ledgers()
     table, r = dealt_round(a, rules)
@@ -128,7 +128,9 @@ def test_a_process_behind_on_the_shoe_replaces_it_once_the_cut_card_is_out(
             a.place_stake(rid(), "dealer", r, f"P{n}", n, 10)
         a.deal(rid(), "dealer", r)
     b.table(table)  # b's table is up to date; its copy of the shoe is not
+    reads = store_reads(b, monkeypatch)
     next_round = b.start_round(rid(), "dealer", table)
+    assert reads.count(UUID(first_shoe)) == 1  # caught up once, then retired: one copy
     assert b.round_state(next_round)["shoe_id"] != first_shoe
     assert a.shoe(UUID(first_shoe))["retired"]
     assert a.verify_shoe(UUID(first_shoe)) == []
