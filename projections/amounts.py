@@ -46,10 +46,6 @@ class Money:
     house: int = 0
     held: int = 0
 
-    def __add__(self, other: Money) -> Money:
-        return Money(self.staked + other.staked, self.paid + other.paid,
-                     self.house + other.house, self.held + other.held)
-
     @property
     def balanced(self) -> bool:
         return self.staked - self.paid - self.house == self.held

@@ -2,7 +2,8 @@
 
 One row per account: ``available`` and ``held`` chips (``total`` is their sum), what was bought
 in and cashed out, the aggregate version and the notification id of the last event applied.
-A house account's row also names its table, so the house's result per table is one join.
+Each table is also a row of a second table (``balances_tables``: its id, name, currency and
+house account id), so the house's result per table is one join of the two.
 
 The figures follow the account events exactly as :class:`ledger.aggregates.account.Account`
 applies them, and the same invariants are checked again here (R-M3): a player never below

@@ -5,7 +5,8 @@ Each projected row is compared with its aggregate *at the version the row has ap
 written to: a projection that is merely behind is not wrong. What is reported, one sentence per
 finding (an empty list when all agree):
 
-* a row whose figures (owner, kind, currency, available, held) differ from the aggregate's;
+* a row whose figures (owner, kind, currency, available, held, bought in, cashed out) differ
+  from the aggregate's;
 * an account event at or before the projection's position that the row has not applied
   (a skipped event);
 * an account opened at or before the position that has no row (a skipped opening);
@@ -29,7 +30,9 @@ from ledger.application import GameLedger
 from projections.balances import BalancesView
 from projections.settings import CHECK_PAGE_ROWS, CHECK_SCAN_IDS
 
-FIGURES = ("owner", "kind", "currency", "available", "held")
+# The columns of a balances row compared with the attributes of the same name on ``Account``.
+FIGURES = ("owner", "kind", "currency", "available", "held", "bought_in", "cashed_out")
+_SELECTED = SQL(", ").join(Identifier(name) for name in ("account_id", *FIGURES, "version"))
 
 
 def check_balances(view: BalancesView, ledger: GameLedger) -> list[str]:
@@ -42,9 +45,9 @@ def check_balances(view: BalancesView, ledger: GameLedger) -> list[str]:
     after = UUID(int=0)
     while True:
         with view.datastore.transaction(commit=False) as curs:
-            curs.execute(SQL("SELECT account_id, owner, kind, currency, available, held, version "
-                             "FROM {} WHERE account_id > %s ORDER BY account_id LIMIT %s"
-                             ).format(view.qualified("accounts")), (after, CHECK_PAGE_ROWS))
+            curs.execute(SQL("SELECT {} FROM {} WHERE account_id > %s ORDER BY account_id "
+                             "LIMIT %s").format(_SELECTED, view.qualified("accounts")),
+                         (after, CHECK_PAGE_ROWS))
             rows = curs.fetchall()
         if not rows:
             break
@@ -69,8 +72,7 @@ def _compare(row: dict[str, Any], ledger: GameLedger) -> list[str]:
     if account.version != row["version"]:
         return [f"{_describe(row)}: projected at version {row['version']}, but the ledger's "
                 f"account has only {account.version} events"]
-    theirs = {"owner": account.owner, "kind": account.kind, "currency": account.currency,
-              "available": account.available, "held": account.held}
+    theirs = {name: getattr(account, name) for name in FIGURES}
     differ = [name for name in FIGURES if row[name] != theirs[name]]
     if not differ:
         return []

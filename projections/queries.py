@@ -1,12 +1,18 @@
 """The read facade the HTTP API serves: searches, balances, reports, positions, checks.
 
 Every query runs in a read-only, repeatable-read transaction with a statement timeout
-(``PITBOSS_QUERY_STATEMENT_TIMEOUT_MS``, default 5000); every list is a page of a bounded size
-with a keyset cursor (never OFFSET); every argument is checked first. A bad argument raises
-:class:`~ledger.errors.DecisionRefused` (a search too broad for the timeout,
-:class:`QueryTooBroad`, is one) and an unknown table :class:`~ledger.errors.NotFound`, each
-with a sentence for the person who asked. Results are JSON-ready: ids and times as strings
-(times in ISO 8601, UTC), amounts as integers in minor units.
+(``PITBOSS_QUERY_STATEMENT_TIMEOUT_MS``, default 5000), and every argument is checked first.
+Rounds and balances come a page of a bounded size at a time, with a keyset cursor (never
+OFFSET). The other lists are not paged: the house results are one list capped at
+``HOUSE_RESULTS_MAX`` tables (10,000), a table's day report covers at most
+``DAY_RANGE_MAX_DAYS`` days (366), and the positions are one row per projection. The balance
+check is the exception to the first rule: it reads the view in keyset pages of its own, in
+plain transactions without the statement timeout, and returns all of its findings at once.
+A bad argument raises :class:`~ledger.errors.DecisionRefused` (a search too broad for the
+timeout, :class:`QueryTooBroad`, is one) and an unknown table
+:class:`~ledger.errors.NotFound`, each with a sentence for the person who asked. Results are
+JSON-ready: ids and times as strings (times in ISO 8601, UTC), amounts as integers in minor
+units.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from psycopg.sql import SQL, Identifier
 
 from projections.base import NEXT, Curs, View
 from projections.engine import Engine, Reader, build_projection, ddl_lock, projection_class
-from projections.settings import BATCH_SIZE_DEFAULT
+from projections.settings import BATCH_SIZE_DEFAULT, GamingDay
 
 SWAP_LOCK_TIMEOUT_S = 10
 
@@ -56,7 +56,9 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
                         "position": building.position(name),
                         "seconds": round(time.monotonic() - started, 3)}
             fresh_view = building.projections[0].view
-            live_view = build_projection(projection_class(name), building.datastore).view
+            # Only the live names are needed: swap() drops whatever live tables exist.
+            live_view = build_projection(projection_class(name), building.datastore,
+                                         gaming_day=GamingDay.from_env(env), create=False).view
             with ddl_lock(building.datastore):
                 swap(fresh_view, live_view)
             log.info("%s rebuilt up to notification %d and swapped in", name,

@@ -117,7 +117,7 @@ def shared(database: DatabaseSettings) -> Iterator[tuple[Floor, ReadModels]]:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
-def round_nos(page: dict[str, Any]) -> list[UUID]:
+def round_ids(page: dict[str, Any]) -> list[UUID]:
     return [UUID(item["round_id"]) for item in page["items"]]
 
 
@@ -126,22 +126,22 @@ def test_the_round_index_finds_rounds_by_table_player_status_time_and_flags(
     floor, reads = shared
     r = floor.rounds
     newest_first = [r["open"], r["ruling"], r["void"], r["prize"], r["wild"]]
-    assert round_nos(reads.search_rounds()) == newest_first
-    assert round_nos(reads.search_rounds(table_id=floor.wild_table)) == [r["wild"]]
-    assert round_nos(reads.search_rounds(player="P3")) == [r["open"], r["ruling"]]
-    assert round_nos(reads.search_rounds(player="P3", status="settled")) == [r["ruling"]]
-    assert round_nos(reads.search_rounds(status="open")) == [r["open"]]
-    assert round_nos(reads.search_rounds(status="voided")) == [r["void"]]
-    assert round_nos(reads.search_rounds(status="settled")) == [r["ruling"], r["prize"],
+    assert round_ids(reads.search_rounds()) == newest_first
+    assert round_ids(reads.search_rounds(table_id=floor.wild_table)) == [r["wild"]]
+    assert round_ids(reads.search_rounds(player="P3")) == [r["open"], r["ruling"]]
+    assert round_ids(reads.search_rounds(player="P3", status="settled")) == [r["ruling"]]
+    assert round_ids(reads.search_rounds(status="open")) == [r["open"]]
+    assert round_ids(reads.search_rounds(status="voided")) == [r["void"]]
+    assert round_ids(reads.search_rounds(status="settled")) == [r["ruling"], r["prize"],
                                                                 r["wild"]]
-    assert round_nos(reads.search_rounds(wild_card=True)) == [r["wild"]]
-    assert round_nos(reads.search_rounds(prize=True)) == [r["prize"]]
-    assert round_nos(reads.search_rounds(ruling=True)) == [r["ruling"]]
-    assert round_nos(reads.search_rounds(wild_card=False, prize=False)) == newest_first[:3]
-    assert round_nos(reads.search_rounds(
+    assert round_ids(reads.search_rounds(wild_card=True)) == [r["wild"]]
+    assert round_ids(reads.search_rounds(prize=True)) == [r["prize"]]
+    assert round_ids(reads.search_rounds(ruling=True)) == [r["ruling"]]
+    assert round_ids(reads.search_rounds(wild_card=False, prize=False)) == newest_first[:3]
+    assert round_ids(reads.search_rounds(
         table_id=floor.main_table, status="settled", ruling=False)) == [r["prize"]]
     # From is inclusive, to exclusive.
-    assert round_nos(reads.search_rounds(started_from=T0 + timedelta(hours=1),
+    assert round_ids(reads.search_rounds(started_from=T0 + timedelta(hours=1),
                                          started_to=T0 + timedelta(hours=3))) == [r["void"],
                                                                                   r["prize"]]
 
@@ -178,15 +178,15 @@ def test_keyset_pages_visit_every_round_once_in_order(
     cursor = None
     for _ in range(10):
         page = reads.search_rounds(limit=2, cursor=cursor)
-        seen += round_nos(page)
+        seen += round_ids(page)
         cursor = page["next_cursor"]
         if cursor is None:
             break
-    assert seen == round_nos(reads.search_rounds(limit=50))
+    assert seen == round_ids(reads.search_rounds(limit=50))
     assert len(seen) == len(set(seen)) == 5
     by_player = reads.search_rounds(player="P1", limit=1)
     rest = reads.search_rounds(player="P1", limit=10, cursor=by_player["next_cursor"])
-    assert round_nos(by_player) + round_nos(rest) == round_nos(reads.search_rounds(player="P1"))
+    assert round_ids(by_player) + round_ids(rest) == round_ids(reads.search_rounds(player="P1"))
 
 
 def test_balances_and_house_results_agree_with_the_ledger(
@@ -224,6 +224,15 @@ def test_the_balance_check_names_each_account_that_differs(floor: Floor, env: En
     assert any("account P2" in f and "projected available" in f for f in findings), findings
     assert any(p3 in f and "has no row" in f for f in findings), findings
     assert all("account P1" in f or "account P2" in f or p3 in f for f in findings), findings
+
+
+def test_the_balance_check_names_an_account_whose_buy_ins_differ(floor: Floor, env: Env,
+                                                                  reads: ReadModels) -> None:
+    with connect(env) as conn:
+        conn.execute("UPDATE balances_accounts SET bought_in = bought_in + 7 WHERE owner = 'P2'")
+    findings = reads.check_balances(floor.casino.ledger)
+    assert any("account P2" in f and "projected bought_in" in f for f in findings), findings
+    assert all("account P2" in f for f in findings), findings
 
 
 def test_positions_show_the_lag_until_the_projections_catch_up(env: Env,

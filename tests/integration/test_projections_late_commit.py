@@ -21,11 +21,9 @@ from typing import Any
 
 import pytest
 from eventsourcing.utils import register_topic
-from psycopg import Cursor
-from psycopg.rows import DictRow
 
 from ledger.aggregates.ids import account_id
-from ledger.storage import LedgerRecorder
+from ledger.storage import LedgerRecorder, _insert_parameters
 from projections.queries import ReadModels
 from projections.worker import run_worker
 from tests.integration.test_projections_support import (
@@ -42,13 +40,12 @@ PAUSING = "pitboss-tests:PausingRecorder"
 
 
 class PausingRecorder(LedgerRecorder):
-    """The ledger's recorder; when armed, a save pauses after its INSERT (ids drawn, table
-    lock held, nothing committed) until released.
+    """The ledger's recorder; when armed, a save pauses after its INSERT (ids drawn, the
+    append lock held, nothing committed) until released.
 
-    The ledger saves through one SQL function that locks, notifies and inserts in a single
-    autocommitted statement; armed, the same statement runs inside a transaction that is
-    held open. (Were the recorder back on the library's pipelined transaction, the pause
-    would come after its INSERT there instead.)
+    The ledger saves through one SQL function that takes the append lock (an advisory lock),
+    notifies and inserts in a single autocommitted statement; armed, the same statement runs
+    inside a transaction that is held open.
     """
 
     armed = False
@@ -60,26 +57,15 @@ class PausingRecorder(LedgerRecorder):
         self.ids: list[int] = []
 
     def insert_events(self, stored_events: Sequence[Any], **kwargs: Any) -> Sequence[int] | None:
-        statement = getattr(self, "_insert_statement", None)
-        if not self.armed or statement is None:
+        if not self.armed:
             ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
             return ids
-        params = ([e.originator_id for e in stored_events],
-                  [e.originator_version for e in stored_events],
-                  [e.topic for e in stored_events], [e.state for e in stored_events])
         with self.datastore.get_connection() as conn, conn.transaction(), \
                 conn.cursor() as curs:
-            curs.execute(statement, params)
+            curs.execute(self._insert_statement, _insert_parameters(stored_events))
             drawn = [row["notification_id"] for row in curs.fetchall()]
             self._hold(drawn)
         return drawn
-
-    def _fetch_ids_after_insert_events(self, curs: Cursor[DictRow], stored_events: Sequence[Any],
-                                       **kwargs: Any) -> Sequence[int] | None:
-        ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-        if self.armed:
-            self._hold(list(ids or []))
-        return ids
 
     def _hold(self, ids: list[int]) -> None:
         self.ids = ids
@@ -180,9 +166,7 @@ def test_an_id_that_never_commits_leaves_a_gap_the_worker_steps_over_at_once(
     with connect(env) as conn:
         # What the recorder does, inside a transaction that rolls back: the drawn id is burnt.
         conn.execute("BEGIN")
-        row = conn.execute(recorder._insert_statement,
-                           ([stored.originator_id], [stored.originator_version], [stored.topic],
-                            [stored.state])).fetchone()
+        row = conn.execute(recorder._insert_statement, _insert_parameters([stored])).fetchone()
         assert row is not None
         burnt = row[0]
         other = in_thread(lambda: casino.ledger.buy_in(casino.rid(), "cashier", "P2", 50))

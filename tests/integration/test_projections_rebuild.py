@@ -18,6 +18,7 @@ from ledger.rules import CASINO
 from projections.engine import NAMES, PROJECTION_CLASSES
 from projections.queries import ReadModels
 from projections.rebuild import rebuild
+from projections.settings import ProjectionSetupError
 from projections.worker import run_worker
 from tests.integration.test_projections_support import (
     WILD_HEAVY,
@@ -136,7 +137,7 @@ def test_a_rebuild_stopped_before_the_swap_leaves_the_live_view_alone(
 
 
 def test_an_unknown_projection_cannot_be_rebuilt(env: Env) -> None:
-    with pytest.raises(Exception, match="there is no projection 'ledger'"):
+    with pytest.raises(ProjectionSetupError, match="there is no projection 'ledger'"):
         rebuild(env, "ledger")
 
 
