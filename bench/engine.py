@@ -92,7 +92,7 @@ def main() -> None:
     print(f"rounds per second: {r['rate']:,.0f} (one core)")
     print(f"player result per unit staked: {r['mean'] * 100:+.3f}% "
           f"(95% CI {r['ci_low'] * 100:+.3f}% .. {r['ci_high'] * 100:+.3f}%, "
-          f"sd {r['sd']:.3f} per hand)")
+          f"sd {r['sd']:.3f} per box)")
 
 
 if __name__ == "__main__":

@@ -64,8 +64,6 @@ DECISIONS = ("hit", "stand", "double", "split", "surrender")
 PHASES = ("start_round", "place_stake", "deal", *DECISIONS, "play_dealer", "settle")
 
 
-
-
 # --------------------------------------------------------------------------- the database
 
 
@@ -233,15 +231,13 @@ class Driver:
             call(timings, "settle", app.settle, self.rid(), DEALER, round_id)
 
 
-def play(driver: Driver, rounds: int, label: str) -> tuple[Timings, float]:
+def play(driver: Driver, rounds: int, label: str) -> None:
     timings = Timings()
     step = max(rounds // 5, 1)
-    started = time.perf_counter()
     for i in range(rounds):
         driver.play_round(timings)
         if (i + 1) % step == 0:
             progress(f"{label}: {i + 1:,}/{rounds:,} rounds")
-    return timings, time.perf_counter() - started
 
 
 # --------------------------------------------------------------------------- (e) profile
@@ -249,8 +245,8 @@ def play(driver: Driver, rounds: int, label: str) -> tuple[Timings, float]:
 
 class Profiler:
     """Inclusive time and calls of the ledger's internal steps, during decisions only,
-    keyed by their nesting ("save/insert_events"). Wraps attributes of one application
-    instance; the ledger's code is not changed."""
+    keyed by their nesting ("save (_save)/insert transaction"). Wraps attributes of one
+    application instance; the ledger's code is not changed."""
 
     def __init__(self, app: GameLedger) -> None:
         self.app = app
@@ -371,7 +367,7 @@ class Profiler:
             calls = self.calls[key] / n
             if depth == 0:
                 top += self.seconds[key]
-            elif calls < 0.01:  # e.g. an account snapshot inside save(), every 200 events
+            elif calls < 0.01:  # e.g. an account snapshot inside _save, every 200 events
                 continue
             lines.append(f"  {'  ' * depth}{label:<{44 - 2 * depth}} {ms:7.3f} ms  "
                          f"{calls:5.2f} calls  {ms / per * 100:5.1f}%")
@@ -460,8 +456,8 @@ def write_path(db: Database, raw: RawInserts, n: int,
 # --------------------------------------------------------------------------- main
 
 
-def new_ledger(db: Database, **env: str) -> GameLedger:
-    return GameLedger(env=db.env(**env), shoe_key=ShoeSealer.new_key())
+def new_ledger(db: Database) -> GameLedger:
+    return GameLedger(env=db.env(), shoe_key=ShoeSealer.new_key())
 
 
 def run(args: argparse.Namespace) -> None:
@@ -620,8 +616,9 @@ def idle_gaps(raw: RawInserts, n: int, out: Callable[..., None]) -> None:
 
 def what_if(db: Database, raw: RawInserts, args: argparse.Namespace, per_round: int,
             out: Callable[..., None]) -> None:
-    """The same decisions under other configurations, rounds taken in turn so the drift of
-    the commit latency hits every variant alike."""
+    """(f) Decisions that name the round version they were made on against decisions that
+    do not, each on a GameLedger and table of its own, a round of each in turn so the drift
+    of the commit latency hits both alike."""
     variants: tuple[tuple[str, bool], ...] = (
         ("naming the version shown (as (b))", True),
         ("not naming it: round read first", False),
@@ -647,8 +644,9 @@ def what_if(db: Database, raw: RawInserts, args: argparse.Namespace, per_round: 
             app.close()
     a = summary(interleaved)
     out("")
-    out(f"(f) what if: the same decisions under another configuration ({args.what_if} rounds "
-        "each, taken in turn; a separate GameLedger each, same database)")
+    out(f"(f) what if: decisions naming the round version against not naming it "
+        f"({args.what_if} rounds each, a round of each in turn; a separate GameLedger each, "
+        "same database)")
     for (label, _), t in zip(variants, timings, strict=True):
         n, s = t.total(DECISIONS)
         out(f"    {label:<38} {n / s:7,.0f} decisions/s (mean {s / n * 1e3:.3f} ms), "
@@ -669,7 +667,8 @@ def main() -> None:
     parser.add_argument("--write-path", type=int, default=300, metavar="N",
                         help="transactions per write-path variant for (e)")
     parser.add_argument("--what-if", type=int, default=60, metavar="ROUNDS",
-                        help="rounds per configuration variant for (f); 0 skips it")
+                        help="rounds per variant for (f), naming the version and not; "
+                        "0 skips it")
     parser.add_argument("--idle-gap", type=int, default=300, metavar="N",
                         help="raw inserts per idle gap for (g)")
     args = parser.parse_args()

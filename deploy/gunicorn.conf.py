@@ -13,8 +13,8 @@ workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 # accepted it, so that worker's copies of the table's round, shoe and accounts stay current
 # and a decision reads nothing from the store. Sync workers close every connection, so
 # consecutive requests of one table land on any worker, which must then load or catch up
-# what another worker changed: measured with bench/api.py on 2 CPUs, 2 sync workers served
-# 115 decisions/s at 4 and 16 terminals, 2 workers of 4 threads 273 and 264.
+# what another worker changed. Measured with bench/api.py on 2 CPUs: about 115 decisions/s
+# at 4 and 16 terminals with 2 sync workers, 250 to 270 with 2 workers of 4 threads.
 worker_class = "gthread"
 threads = int(os.environ.get("PITBOSS_THREADS", "4"))
 
