@@ -5,8 +5,9 @@ guarantees added when it creates its table:
 
 * **Append-only.** A trigger refuses every ``UPDATE``, ``DELETE`` and ``TRUNCATE`` on
   the event table, whoever sends it. Corrections are new events (R-V2). The
-  operator should also run the service as a role with ``INSERT`` and ``SELECT``
-  only (``deploy/postgres-roles.sql``), so the trigger cannot be dropped by it.
+  operator should also run the service as a role that may only read the table and
+  call the insert function (``deploy/postgres-roles.sql``), so it cannot drop the
+  trigger.
 * **One write path, one round trip per save.** :meth:`LedgerRecorder.insert_events`
   calls one SQL function that takes a transaction-level advisory lock, notifies
   listeners, chains and inserts every row of the save, in a single autocommitted
@@ -348,7 +349,14 @@ def _once(trigger: str, create: str) -> str:
 
 
 _STATEMENTS = (
-    "ALTER TABLE {schema}.{table} ADD COLUMN IF NOT EXISTS chain_hash bytea",
+    # Guarded, not IF NOT EXISTS: ALTER TABLE locks the table against readers and writers
+    # even when it has nothing to do, until every process start's DDL transaction commits.
+    """DO $$ BEGIN
+         IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = {table_regclass}::regclass
+                        AND attname = 'chain_hash' AND NOT attisdropped) THEN
+           ALTER TABLE {schema}.{table} ADD COLUMN chain_hash bytea;
+         END IF;
+       END $$""",
     """CREATE OR REPLACE FUNCTION {schema}.{refuse}() RETURNS trigger
        LANGUAGE plpgsql AS $$
        BEGIN

@@ -174,3 +174,22 @@ def test_processes_starting_together_create_the_tables_once_without_deadlock(
     for ledger in started:
         assert isinstance(ledger, GameLedger)
         ledger.close()
+
+
+def test_a_process_starting_does_not_wait_for_readers_of_the_event_table(
+        ledgers: Callable[..., GameLedger], env: dict[str, str],
+        database: DatabaseSettings) -> None:
+    ledgers()  # the tables exist
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
+    started: list[GameLedger] = []
+    with psycopg.connect(database.conninfo()) as reader:
+        reader.execute(f"SELECT count(*) FROM {table}")  # its transaction stays open
+        restart = threading.Thread(target=lambda: started.append(GameLedger(env=env)))
+        restart.start()
+        restart.join(timeout=20)
+        waited = restart.is_alive()
+        reader.rollback()  # lets a start that waited for the reader go on
+    restart.join(timeout=60)
+    for ledger in started:
+        ledger.close()
+    assert not waited, "the restart waited for a reader of the event table"
