@@ -34,8 +34,8 @@ from api import accounts, audit, health, reports, session, supervision, tables
 from api.auth import KeyRing, keyring_from
 from api.database import DatabaseSettings, resolve_database
 from api.problems import PROBLEM_JSON, ProblemSchema, register_problem_handlers
-from api.secrets_files import YES, default_keys_file, load_shoe_key
-from api.services import Services
+from api.secrets_files import default_keys_file, load_shoe_key
+from api.services import Services, create_tables_wanted
 
 logger = logging.getLogger("pitboss.api")
 
@@ -151,7 +151,7 @@ def _services(app: Flask, settings: DatabaseSettings) -> Services:
     shoe_key = app.config.get("SHOE_KEY")
     create_tables = app.config.get("LEDGER_CREATE_TABLES")
     if create_tables is None:
-        create_tables = os.environ.get("PITBOSS_CREATE_TABLES", "yes").strip().lower() in YES
+        create_tables = create_tables_wanted(os.environ)
     return Services(env, shoe_key if shoe_key is not None else (lambda: load_shoe_key(os.environ)),
                     randbelow=app.config.get("LEDGER_RANDBELOW"),
                     clock=app.config.get("LEDGER_CLOCK"), create_tables=bool(create_tables),

@@ -30,7 +30,6 @@ AMOUNT_MAX: Final = 10**12
 BOX_MAX: Final = 12
 HAND_MAX: Final = 15
 VERSION_MAX: Final = 10**9
-CURSOR_MAX_CHARS: Final = 512
 RULING_ENTRIES_MAX: Final = 100
 # Player ids travel in URL paths, so they are kept to characters that need no escaping there.
 PLAYER_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$"
@@ -149,8 +148,10 @@ class IdempotencyHeaderSchema(Schema):
         required=True,
         validate=[validate.Length(1, REQUEST_ID_MAX_CHARS), printable],
         metadata={"description": "The client's id of this request (R-M4): a retry with the "
-                  "same key returns the first result; the same key with another request is "
-                  "refused."},
+                  "same key records and moves nothing again. Round commands, buy-ins and "
+                  "cash-outs answer it as they answered the first time; opening an account "
+                  "and the table commands answer with the current state. The same key with "
+                  "another request is refused."},
     )
 
 

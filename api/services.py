@@ -9,13 +9,13 @@ safe to share, and the ledger's working set is what makes a decision cheap).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from flask import current_app
 
-from api.secrets_files import ShoeKeyError
+from api.secrets_files import YES, ShoeKeyError
 from ledger.application import GameLedger
 from projections.queries import ReadModels
 
@@ -89,6 +89,12 @@ def services() -> Services:
 
 def ledger() -> GameLedger:
     return services().ledger()
+
+
+def create_tables_wanted(environ: Mapping[str, str]) -> bool:
+    """Whether this process should create the tables (``PITBOSS_CREATE_TABLES``, default yes):
+    ``pitboss serve`` and gunicorn's master create them once and tell the workers not to."""
+    return environ.get("PITBOSS_CREATE_TABLES", "yes").strip().lower() in YES
 
 
 def prepare_store(env: dict[str, str], shoe_key: bytes | None = None) -> int:

@@ -44,13 +44,13 @@ def on_starting(server):
     ``pitboss serve`` has done this already and says so with PITBOSS_CREATE_TABLES=no; a bare
     ``gunicorn -c deploy/gunicorn.conf.py`` (a container) gets it done here.
     """
-    if os.environ.get("PITBOSS_CREATE_TABLES", "yes").strip().lower() in ("no", "n", "0",
-                                                                        "false", "off"):
-        return
     from api.app import ledger_env
     from api.database import resolve_database
     from api.secrets_files import load_shoe_key
-    from api.services import prepare_store
+    from api.services import create_tables_wanted, prepare_store
+
+    if not create_tables_wanted(os.environ):
+        return
 
     settings = resolve_database(os.environ)
     prepare_store(ledger_env(settings, os.environ), load_shoe_key(os.environ))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import uuid
+from typing import Any
 
 import pytest
 from eventsourcing.persistence import OperationalError
@@ -304,6 +306,7 @@ def test_an_id_of_another_kind_is_a_404_on_every_route(desk):
     app = http.client.application
     state = http.ok(http.get(f"/rounds/{desk.round_id}"))
     ids = {"table": desk.table, "round": desk.round_id, "shoe": state["shoe_id"]}
+    requests = valid_requests(http.ok(http.get("/openapi.json", role=None)))
     for method, rule in routes(app):
         for kind, value in ids.items():
             values = {"table_id": value, "round_id": value, "shoe_id": value, "player": "P1",
@@ -314,5 +317,44 @@ def test_an_id_of_another_kind_is_a_404_on_every_route(desk):
                 continue
             role = "manager" if "/audit/" in rule or rule.endswith(("/void", "/rulings",
                                                                     "/rules")) else "dealer"
-            response = http.request(method, fill(rule, values), role=role, json={})
-            assert response.status_code in (404, 422), (method, rule, kind, response.json)
+            path = re.sub(r"<(?:[^:<>]*:)?([^<>]*)>", r"{\1}", rule)
+            body, query = requests[method.lower(), path]
+            response = http.request(method, fill(rule, values), role=role, json=body,
+                                    query=query)
+            assert response.status_code == 404, (method, rule, kind, response.json)
+
+
+Request = tuple[dict[str, Any] | None, dict[str, Any] | None]
+
+
+def valid_requests(spec: dict[str, Any]) -> dict[tuple[str, str], Request]:
+    """For each operation, a body and a query that its document accepts (None where it takes
+    none): only the required fields, each with a plain value of its type (the first of an
+    enum, as few items as a list may have)."""
+    plain = {"string": "P1", "integer": 1, "boolean": False, "object": {"P1": 1}}
+
+    def value(field: dict[str, Any]) -> Any:
+        if "enum" in field:
+            return field["enum"][0]
+        if field.get("type") == "array":
+            return [value(field.get("items", {}))] * field.get("minItems", 0)
+        if field.get("format") == "date":
+            return "2026-01-01"
+        return plain[field.get("type", "string")]
+
+    requests: dict[tuple[str, str], Request] = {}
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            if not isinstance(operation, dict):
+                continue
+            query = {p["name"]: value(p["schema"]) for p in operation.get("parameters", [])
+                     if p["in"] == "query" and p.get("required")}
+            body = None
+            if "requestBody" in operation:
+                schema = operation["requestBody"]["content"]["application/json"]["schema"]
+                if "$ref" in schema:
+                    schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+                body = {name: value(field) for name, field in schema["properties"].items()
+                        if name in schema.get("required", ())}
+            requests[method, path] = (body, query or None)
+    return requests
