@@ -24,8 +24,8 @@ def change_rules(body: dict[str, Any], table_id: UUID, request_id: str) -> dict[
     Limits not given stay as they are. A setting out of range is refused naming the field.
     """
     led = ledger()
-    rules, limits = rules_from(body, led.table(table_id)["limits"])
-    led.change_rules(request_id, actor(), table_id, rules, limits, body["reason"])
+    led.change_rules(request_id, actor(), table_id, rules_from(body), body.get("limits") or {},
+                     body["reason"])
     return led.table(table_id)
 
 

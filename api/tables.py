@@ -41,14 +41,11 @@ rounds = Blueprint("rounds", __name__, description="Rounds, decision by decision
 VIEWERS = (DEALER, MANAGER, AUDITOR)
 
 
-def rules_from(body: dict[str, Any], limits: dict[str, int] | None = None,
-               ) -> tuple[RuleSet, TableLimits]:
-    """A preset with its overrides, and limits over ``limits`` (the ledger validates both)."""
+def rules_from(body: dict[str, Any]) -> RuleSet:
+    """A preset with its overrides (validated as the rule set is built)."""
     overrides = {k: tuple(v) if k in RATIO_FIELDS else v
                  for k, v in (body.get("overrides") or {}).items()}
-    rules = preset(body["preset"]).evolve(**overrides)
-    base = limits if limits is not None else TableLimits().to_dict()
-    return rules, TableLimits.from_dict({**base, **(body.get("limits") or {})})
+    return preset(body["preset"]).evolve(**overrides)
 
 
 # --- tables ----------------------------------------------------------------------------------
@@ -60,7 +57,8 @@ def rules_from(body: dict[str, Any], limits: dict[str, int] | None = None,
 @blp.response(201, TableSchema)
 def open_table(body: dict[str, Any], request_id: str) -> dict[str, Any]:
     """Open a table under a preset (R-S2), with overrides and limits (R-S1, R-X15)."""
-    rules, limits = rules_from(body)
+    rules = rules_from(body)
+    limits = TableLimits.from_dict(body.get("limits") or {})
     led = ledger()
     table_id = led.open_table(request_id, actor(), body["name"], rules, limits,
                               body["currency"])

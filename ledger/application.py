@@ -38,7 +38,7 @@ import json
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from uuid import UUID
@@ -148,15 +148,19 @@ class GameLedger(Application[UUID]):
         return UUID(self._run(request_id, actor, "open_table", payload, body)["table_id"])
 
     def change_rules(self, request_id: str, actor: str, table_id: UUID, rules: RuleSet,
-                     limits: TableLimits, reason: str) -> None:
-        """New rules for future rounds only (R-S1)."""
-        payload = {"table_id": str(table_id), "rules": rules.to_dict(),
-                   "limits": limits.to_dict(), "reason": reason}
+                     limits: TableLimits | Mapping[str, int], reason: str) -> None:
+        """New rules for future rounds only (R-S1). ``limits`` replaces the table's limits,
+        or, given as a mapping, changes the named ones over the limits the table has when
+        the command runs (so two managers changing different limits keep both)."""
+        changes = limits.to_dict() if isinstance(limits, TableLimits) else dict(limits)
+        payload = {"table_id": str(table_id), "rules": rules.to_dict(), "limits": changes,
+                   "reason": reason}
 
         def body() -> tuple[Result, list[Aggregate]]:
             table = self._get(Table, table_id, "table")
+            merged = TableLimits.from_dict({**table.limits, **changes})
             table.trigger_event(Table.RulesChanged, rules=rules.to_dict(),
-                                rules_hash=rules.content_hash, limits=limits.to_dict(),
+                                rules_hash=rules.content_hash, limits=merged.to_dict(),
                                 reason=reason, actor=actor, request_id=request_id,
                                 timestamp=self._clock())
             return {"table_id": str(table_id), "rules_hash": rules.content_hash}, [table]

@@ -272,3 +272,16 @@ def test_an_account_is_snapshotted_as_committed_every_200_events(
     assert [s.originator_version for s in taken] == [200]
     loaded: Account = app.repository.get(ids.account_id("P1"))  # from the snapshot
     assert (loaded.version, loaded.available) == (200, 199)
+
+
+def test_rule_changes_naming_different_limits_keep_both(make_ledger: MakeLedger) -> None:
+    app = make_ledger()
+    table = app.open_table("l-open", "boss", "T1", CASINO, TableLimits())
+    app.change_rules("l-1", "manager", table, CASINO, {"table_max": 2000}, "a higher maximum")
+    app.change_rules("l-2", "manager", table, CASINO, {"table_min": 20}, "a higher minimum")
+    version = app.table(table)["version"]
+    # A late retry of the first change, after the second: answered, nothing recorded.
+    app.change_rules("l-1", "manager", table, CASINO, {"table_max": 2000}, "a higher maximum")
+    after = app.table(table)
+    assert after["version"] == version
+    assert (after["limits"]["table_min"], after["limits"]["table_max"]) == (20, 2000)
