@@ -143,7 +143,8 @@ def test_a_decision_naming_the_version_it_was_shown_acts_on_exactly_that_version
     refused = unchanged(app, lambda: app.place_stake("late", "dealer", r, "P2", 2, 10,
                                                       expected=shown),
                         StaleVersion, "R-V1")
-    assert isinstance(refused, StaleVersion)
+    assert isinstance(refused, StaleVersion)  # narrows the type; unchanged() checked it
+    assert (refused.seen, refused.now) == (shown, app.round_state(r)["version"])
     assert (refused.seen, refused.now) == (shown, shown + 1)
     assert app.balance("P2")["held"] == 0
     now = app.round_state(r)["version"]

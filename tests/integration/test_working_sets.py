@@ -76,7 +76,7 @@ def test_a_process_behind_on_a_round_decides_on_the_round_as_stored(ledgers: Led
     a = ledgers(randbelow=SteeredShuffle("5S TH 7D 6S 9C 4H 8C TS"))
     b = ledgers()
     table, r = dealt_round(a)
-    seen_by_b = b.round_state(r)["version"]  # b's working set now holds the round
+    b.round_state(r)  # b's working set now holds the round
     a.hit(rid(), "dealer", r, "P1", 1, 0)
     a.stand(rid(), "dealer", r, "P1", 1, 0)
     b.stand(rid(), "dealer", r, "P2", 2, 0)  # b's copy is behind: it must not matter
@@ -95,7 +95,6 @@ def test_a_process_behind_on_a_round_decides_on_the_round_as_stored(ledgers: Led
     current = a.round_state(r2)["version"]
     b.place_stake(rid(), "dealer", r2, "P2", 2, 10, expected=current)
     assert a.balance("P2")["held"] == 10
-    assert seen_by_b < a.round_state(r)["version"]
 
 
 def test_a_refusal_decided_on_a_stale_account_is_checked_on_the_stored_one(
@@ -228,6 +227,7 @@ def test_one_process_serving_many_terminals_at_once_records_every_round_whole(
 
 def test_a_pool_of_one_connection_is_never_kept_for_appending(ledgers: Ledgers) -> None:
     app = ledgers(env_overrides={"POSTGRES_POOL_SIZE": "1", "POSTGRES_MAX_OVERFLOW": "0"})
+    assert app.recorder._appenders.limit == 0  # type: ignore[attr-defined]
     table, r = dealt_round(app)
     stand_and_settle(app, r)
     assert app.round_state(r)["phase"] == "settled"
