@@ -579,12 +579,10 @@ class GameLedger(Application[UUID]):
                             return answered
                     raise
                 loaded = _loaded_version(touched, guard)
-                receipt = Receipt._create(Receipt.Created, id=receipt_id,
-                                          timestamp=self._clock(), request_id=request_id,
-                                          command=command, fingerprint=fingerprint,
-                                          result=result, actor=actor)
+                receipt = Receipt.record(receipt_id, self._clock(), request_id, command,
+                                         fingerprint, result, actor)
                 try:
-                    self._save([*touched, receipt])
+                    self._save(touched, receipt)
                 except IntegrityError:
                     answered = self._answer(receipt_id, request_id, fingerprint)
                     if answered is not None:
@@ -606,11 +604,13 @@ class GameLedger(Application[UUID]):
                 self._local.attempt = None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _save(self, aggregates: Sequence[Aggregate]) -> None:
-        """What ``save()`` does for the ledger's aggregates, in one insert statement, without
-        the library's general-purpose steps (type protocol checks, recordings for
-        processing, notifications) that cost a tenth of a decision and serve nothing here."""
+    def _save(self, aggregates: Sequence[Aggregate], receipt: Receipt.Created) -> None:
+        """What ``save()`` does for the ledger's aggregates and a request's receipt, in one
+        insert statement, without the library's general-purpose steps (type protocol
+        checks, recordings for processing, notifications) that cost a tenth of a decision
+        and serve nothing here."""
         events = [event for aggregate in aggregates for event in aggregate.collect_events()]
+        events.append(receipt)
         self.recorder.insert_events([self.mapper.to_stored_event(e) for e in events])
         due = []
         for aggregate in aggregates:

@@ -7,7 +7,9 @@ with the first result (same content) or refuses (different content).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
@@ -24,6 +26,16 @@ class Receipt(Aggregate):
         fingerprint: str
         result: dict[str, Any]
         actor: str
+
+    @classmethod
+    def record(cls, receipt_id: UUID, timestamp: datetime, request_id: str, command: str,
+               fingerprint: str, result: dict[str, Any], actor: str) -> Receipt.Created:
+        """The receipt's one event, made directly: the ledger only ever saves it, so the
+        aggregate ``_create`` would build around it is never used."""
+        content: dict[str, Any] = {"request_id": request_id, "command": command,
+                                   "fingerprint": fingerprint, "result": result, "actor": actor}
+        return cls.Created(originator_id=receipt_id, originator_version=1,
+                           timestamp=timestamp, originator_topic=cls.TOPIC, **content)
 
     def __init__(self, request_id: str, command: str, fingerprint: str, result: dict[str, Any],
                  actor: str) -> None:

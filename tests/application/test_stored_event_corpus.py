@@ -18,6 +18,7 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 
 from ledger.application import GameLedger
+from tests.corpus.make_corpus import record_session
 
 CORPUS = Path(__file__).parent.parent / "corpus" / "ledger_events_v1.json"
 
@@ -65,3 +66,17 @@ def test_a_dealt_card_that_is_not_the_next_of_the_revealed_order_is_reported(mak
     findings = app.verify_shoe(UUID(state["shoe_id"]["_data_"]))
     assert len(findings) == 1
     assert f"position {state['position']} dealt {state['card']}" in findings[0]
+
+
+def test_the_session_played_today_records_the_first_versions_events_byte_for_byte() -> None:
+    """The event format has not drifted: replaying the corpus session through today's
+    ledger stores the very same bytes, but for what a shoe draws at random when it is
+    sealed (its salt and the encryption of its order) and what the reveal repeats."""
+    stored, today = json.loads(CORPUS.read_text()), record_session()
+    random_when_sealed = {"pitboss:Shoe.Created", "pitboss:Shoe.Retired"}
+    assert [(e["originator_id"], e["originator_version"], e["topic"]) for e in today["events"]] \
+        == [(e["originator_id"], e["originator_version"], e["topic"]) for e in stored["events"]]
+    changed = [e["topic"] for e, old in zip(today["events"], stored["events"], strict=True)
+               if e["state"] != old["state"] and e["topic"] not in random_when_sealed]
+    assert changed == []
+    assert (today["rounds"], today["balances"]) == (stored["rounds"], stored["balances"])

@@ -39,7 +39,8 @@ SESSION: list[tuple[str, str, list[tuple[Any, ...]]]] = [  # (kind, shoe prefix,
 ]
 
 
-def main(path: str) -> None:
+def record_session() -> dict[str, Any]:
+    """Play the session on a fresh in-memory ledger: the corpus, as this version writes it."""
     clock = (START + timedelta(seconds=s) for s in count())
     prefixes = [prefix for _, prefix, _ in SESSION]
     ledger = GameLedger(env={"PERSISTENCE_MODULE": "eventsourcing.popo"}, shoe_key=KEY,
@@ -79,10 +80,15 @@ def main(path: str) -> None:
                     e.originator_version, "topic": e.topic,
                     "state": base64.b64encode(e.state).decode()} for e in events],
     }
+    return out
+
+
+def main(path: str) -> None:
+    out = record_session()
     with open(path, "w") as fh:
         json.dump(out, fh, indent=1, sort_keys=True)
         fh.write("\n")
-    print(f"wrote {len(out['events'])} events of {len(rounds)} rounds to {path}")
+    print(f"wrote {len(out['events'])} events of {len(out['rounds'])} rounds to {path}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import pytest
 from eventsourcing.domain import Aggregate
 
 from api.database import DatabaseSettings
+from ledger.aggregates.receipt import Receipt
 from ledger.application import GameLedger
 from ledger.errors import Conflict
 from ledger.rules import CASINO
@@ -82,9 +83,9 @@ class PausingLedger(GameLedger):
     name = "Ledger"  # the same event table as the service, not one named after this class
     barrier: threading.Barrier
 
-    def _save(self, aggregates: Sequence[Aggregate]) -> None:
+    def _save(self, aggregates: Sequence[Aggregate], receipt: Receipt.Created) -> None:
         self.barrier.wait(timeout=10)
-        super()._save(aggregates)
+        super()._save(aggregates, receipt)
 
 
 def test_of_two_racing_decisions_one_wins_and_the_other_conflicts(
