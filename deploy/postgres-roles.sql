@@ -25,7 +25,6 @@ GRANT SELECT ON pitboss.ledger_events TO pitboss_service;
 GRANT EXECUTE ON FUNCTION pitboss.ledger_events_insert(uuid[], bigint[], text[], bytea[])
     TO pitboss_service;
 GRANT SELECT, INSERT ON pitboss.ledger_snapshots TO pitboss_service;
-GRANT USAGE ON ALL SEQUENCES IN SCHEMA pitboss TO pitboss_service;
 GRANT SELECT ON pitboss.ledger_events TO pitboss_auditor;
 
 -- Projection tables (their names start with the projection's name) are maintained by the

@@ -87,7 +87,10 @@ def test_the_service_role_records_rounds_but_cannot_write_around_the_ledger(
         for statement in (f"INSERT INTO {events} (originator_id, originator_version, topic, "
                           f"state, chain_hash) VALUES (gen_random_uuid(), 1, 'x', 'x', 'x')",
                           f"UPDATE {events} SET topic = topic",
-                          f"DELETE FROM {events}"):
+                          f"DELETE FROM {events}",
+                          # nor take notification ids, leaving gaps readers would wait on
+                          f"SELECT nextval(pg_get_serial_sequence('{events}', "
+                          "'notification_id'))"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)
     with as_role(database, auditor) as conn:
