@@ -475,12 +475,13 @@ class GameLedger(Application[UUID]):
         return events
 
     def check_round(self, round_id: UUID) -> list[str]:
-        """Re-run the rules over the recorded cards and decisions (R-S1): findings, if any."""
-        with self._reading(Round, round_id, "round") as round_:
-            rules, limits = round_.machine.rules, round_.machine.limits
-        recorded = [e.fact() for e in self.events.get(round_id)
-                    if isinstance(e, Round.Recorded)]
-        return readjudicate(rules, limits, recorded)
+        """Re-run the rules over the recorded cards and decisions (R-S1): findings, if any.
+        Everything comes from the stored events, read once: the rules and limits the round
+        was started under, then its facts."""
+        created, *rest = self._round_events(round_id)
+        recorded = [e.fact() for e in rest if isinstance(e, Round.Recorded)]
+        return readjudicate(RuleSet.from_dict(created.rules),
+                            TableLimits.from_dict(created.limits), recorded)
 
     def balance(self, player: str) -> dict[str, Any]:
         try:

@@ -80,3 +80,18 @@ def test_the_session_played_today_records_the_first_versions_events_byte_for_byt
                if e["state"] != old["state"] and e["topic"] not in random_when_sealed]
     assert changed == []
     assert (today["rounds"], today["balances"]) == (stored["rounds"], stored["balances"])
+
+
+def test_a_settlement_the_rules_do_not_give_is_reported(make_ledger) -> None:
+    corpus = json.loads(CORPUS.read_text())
+    settled = next(e for e in corpus["events"] if e["topic"] == "pitboss:Round.StakeSettled"
+                   and json.loads(base64.b64decode(e["state"]))["won"] > 0)
+    state = json.loads(base64.b64decode(settled["state"]))
+    state["won"] += 1  # one chip more than the rate pays
+    settled["state"] = base64.b64encode(json.dumps(state).encode()).decode()
+    app, _ = load_corpus(make_ledger, corpus)
+    findings = app.check_round(UUID(settled["originator_id"]))
+    assert len(findings) == 1
+    assert f"fact {settled['originator_version'] - 1}: recorded StakeSettled(" in findings[0]
+    assert f"won={state['won']}" in findings[0]
+    assert f"won={state['won'] - 1}" in findings[0]
