@@ -63,6 +63,4 @@ def balance(player: str) -> dict[str, Any]:
 @blp.response(200, EntriesPageSchema)
 def statement(query: dict[str, Any], player: str) -> dict[str, Any]:
     """A player's statement: every entry of the account in order, a page at a time."""
-    items = ledger().account_entries(player, after=query["after"], limit=query["limit"])
-    full = len(items) == query["limit"]
-    return {"items": items, "next_after": items[-1]["version"] if items and full else None}
+    return ledger().account_entries(player, after=query["after"], limit=query["limit"])

@@ -511,7 +511,7 @@ class EventSchema(Out):
 class EntriesPageSchema(Out):
     items = fields.List(fields.Nested(EventSchema), required=True)
     next_after = fields.Integer(required=True, allow_none=True, metadata={
-        "description": "Pass as after= for the next page; null when this page is not full."})
+        "description": "Pass as after= for the next page; null on the last page."})
 
 
 class FrameSchema(Out):

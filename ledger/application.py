@@ -495,12 +495,18 @@ class GameLedger(Application[UUID]):
             return account.summary()
 
     def account_entries(self, player: str, *, after: int = 0,
-                        limit: int = 100) -> list[dict[str, Any]]:
+                        limit: int = 100) -> dict[str, Any]:
+        """A page of the account's entries in order, the first after version ``after``,
+        ``limit`` at most: ``items``, and ``next_after`` to pass for the next page (None on
+        the last)."""
+        limit = _page(limit)
         account_id = ids.account_id(player)
         if not self._exists(account_id):
             raise _no_account(player)
-        events = self.events.get(account_id, gt=after, limit=_page(limit))
-        return [_describe(e) for e in events]
+        events = list(self.events.get(account_id, gt=after, limit=limit + 1))
+        more = len(events) > limit
+        items = [_describe(e) for e in events[:limit]]
+        return {"items": items, "next_after": items[-1]["version"] if more else None}
 
     def shoe(self, shoe_id: UUID) -> dict[str, Any]:
         """Commitment and position; the order and salt only once retired (R-H2)."""

@@ -227,6 +227,7 @@ def test_a_cashier_reads_a_statement_a_page_at_a_time(make_app):
     assert first["next_after"] == 3
     rest = http.ok(http.get("/accounts/P1/entries", role="cashier", after=3, limit=3))
     assert [e["type"] for e in rest["items"]] == ["BoughtIn", "BoughtIn", "CashedOut"]
+    assert rest["next_after"] is None  # a full last page says so: no empty page to fetch
     assert {e["actor"] for e in first["items"] + rest["items"]} == {NAMES["cashier"]}
     assert desk.balance("P1") == (1005, 0)
 
