@@ -96,7 +96,8 @@ def prepare_service() -> tuple[DatabaseSettings, int]:
 
     Done once, here, so the embedded server starts once and not in every worker, a missing
     or wrong shoe key stops the start instead of the first deal, and the workers do not
-    create the tables concurrently.
+    create the tables concurrently. A bare gunicorn start does it in the ``on_starting`` hook
+    of deploy/gunicorn.conf.py.
     """
     try:
         settings = resolve_database(os.environ)

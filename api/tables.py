@@ -154,7 +154,8 @@ def round_command(bp: Blueprint, name: str, path: str, schema: type[Schema] | No
     bp.route(f"/rounds/<uuid:round_id>{path}", methods=["POST"], endpoint=name)(decorated)
 
 
-_COMMANDS: tuple[tuple[str, str, type[Schema] | None, Run, str], ...] = (
+# Each round command: its endpoint, path, body schema, use case and summary.
+COMMANDS: tuple[tuple[str, str, type[Schema] | None, Run, str], ...] = (
     ("place_stake", "/stakes", StakeSchema,
      lambda g, r, a, i, b, v: g.place_stake(r, a, i, b["bettor"], b["box"], b["amount"],
                                             expected=v),
@@ -202,5 +203,5 @@ _COMMANDS: tuple[tuple[str, str, type[Schema] | None, Run, str], ...] = (
      "Settle every stake against the dealer's result (R-G5..R-G7, R-C5, R-C7)."),
 )
 
-for _name, _path, _schema, _run, _summary in _COMMANDS:
+for _name, _path, _schema, _run, _summary in COMMANDS:
     round_command(rounds, _name, _path, _schema, _run, _summary)

@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -59,14 +59,21 @@ from uuid import UUID
 from api.auth import append_key, hash_key, new_key
 from api.client import Client
 from api.database import parse_database_url
-from api.simulate import PLAYERS_PER_TABLE, STAKES, TablePlay, next_decision
-from bench.common import Database, database, progress, quantile
+from api.simulate import BUY_IN, PATHS, PLAYERS_PER_TABLE, STAKES, TablePlay, next_decision
+from api.tables import COMMANDS
+from bench.common import DECISIONS, Database, database, load_average, progress, quantile
 from ledger.application import GameLedger
-from ledger.rules import CASINO, TableLimits
+from ledger.rules import TableLimits, preset
 from ledger.sealing import ShoeSealer
 
-DECISIONS = ("hit", "stand", "double", "split", "surrender")
-BUY_IN = 100_000_000
+# The direct side plays the rounds TablePlay plays over HTTP: tables of this preset and limit,
+# PLAYERS_PER_TABLE players bought in for BUY_IN, stakes drawn from STAKES, the dealer key's
+# holder as the actor of every step.
+PRESET = "casino"
+TABLE_MAX = 10_000  # the limit TablePlay.open asks for
+KEY_NAMES = {role: f"bench-{role}" for role in ("dealer", "cashier", "auditor")}
+# Each HTTP path's use case, as its view runs it.
+_RUN_BY_PATH = {path.removeprefix("/"): run for _, path, _, run, _ in COMMANDS}
 
 
 # --------------------------------------------------------------------------- the server
@@ -76,15 +83,13 @@ BUY_IN = 100_000_000
 class Server:
     url: str
     keys: dict[str, str]
-    process: subprocess.Popen[bytes]
 
 
 @contextlib.contextmanager
 def server(db: Database, workers: int, threads: int, folder: str) -> Iterator[Server]:
     """``pitboss serve`` (gunicorn) on a free port, with one key per role."""
     keys_file = os.path.join(folder, "keys.jsonl")
-    keys = {role: append_key(Path(keys_file), f"bench-{role}", role)
-            for role in ("dealer", "cashier", "auditor")}
+    keys = {role: append_key(Path(keys_file), name, role) for role, name in KEY_NAMES.items()}
     port = _free_port()
     env = {**os.environ, "DATABASE_URL": db.settings.url(), "PORT": str(port),
            "WEB_CONCURRENCY": str(workers), "PITBOSS_THREADS": str(threads),
@@ -100,7 +105,7 @@ def server(db: Database, workers: int, threads: int, folder: str) -> Iterator[Se
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_for(url, process, folder)
-        yield Server(url, keys, process)
+        yield Server(url, keys)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -152,12 +157,11 @@ class Samples:
 class HttpTerminal:
     """A table played over HTTP (the same code as ``pitboss simulate``)."""
 
-    def __init__(self, srv: Server, tag: str, samples: Samples) -> None:
+    def __init__(self, srv: Server, tag: str, samples: Samples, seed: int | None = None) -> None:
         self.samples = samples
         dealer = Client(srv.url, srv.keys["dealer"])
-        self.table = TablePlay(dealer, Client(srv.url, srv.keys["cashier"]), "casino",
-                               name=f"http-{tag}", seed=hash(tag) & 0xFFFF,
-                               on_decision=self._record)
+        self.table = TablePlay(dealer, Client(srv.url, srv.keys["cashier"]), PRESET,
+                               name=f"http-{tag}", seed=seed, on_decision=self._record)
         self._dealer = dealer
         self.table.open()
 
@@ -176,57 +180,50 @@ class HttpTerminal:
 
 
 class DirectTerminal:
-    """The same table and players, calling GameLedger: each use case, then round_state."""
+    """An HttpTerminal's table, players, buy-ins, stakes and rounds, played on GameLedger: each
+    step runs the use case of its HTTP view (api.tables), then round_state at the version the
+    use case returned, as the view answers."""
 
-    def __init__(self, ledger: GameLedger, tag: str, samples: Samples) -> None:
+    def __init__(self, ledger: GameLedger, tag: str, samples: Samples,
+                 seed: int | None = None) -> None:
         self.ledger = ledger
         self.samples = samples
-        self._ids = itertools.count(1)
-        self.tag = tag
+        self._random = random.Random(seed)  # the stakes, drawn as TablePlay draws them
         self.players = [f"direct-{tag}-P{n}" for n in range(1, PLAYERS_PER_TABLE + 1)]
-        self.table = ledger.open_table(self.rid(), "bench", f"direct-{tag}", CASINO,
-                                       TableLimits(table_max=10_000))
+        self.table = ledger.open_table(self.rid(), KEY_NAMES["dealer"], f"direct-{tag}",
+                                       preset(PRESET), TableLimits(table_max=TABLE_MAX))
         for player in self.players:
-            ledger.open_account(self.rid(), "bench", player)
-            ledger.buy_in(self.rid(), "bench", player, BUY_IN)
-        self._stake = itertools.cycle(STAKES)
+            ledger.open_account(self.rid(), KEY_NAMES["cashier"], player)
+            ledger.buy_in(self.rid(), KEY_NAMES["cashier"], player, BUY_IN)
         self.pause_s = 0.0  # idle time before each decision (not timed)
 
-    def rid(self) -> str:
-        return f"{self.tag}-{next(self._ids)}-{uuid.uuid4().hex[:8]}"
+    @staticmethod
+    def rid() -> str:
+        return str(uuid.uuid4())  # as the pitboss client makes an Idempotency-Key
 
     def play_round(self) -> None:
-        led = self.ledger
-        round_id = led.start_round(self.rid(), "bench", self.table)
+        round_id = self.ledger.start_round(self.rid(), KEY_NAMES["dealer"], self.table)
+        state = self.ledger.round_state(round_id, 1)
         for box, player in enumerate(self.players, 1):
-            led.place_stake(self.rid(), "bench", round_id, player, box, next(self._stake))
-        state = led.round_state(round_id)
+            amount = self._random.choice(STAKES)
+            state = self._decide(round_id, state, "stakes",
+                                 {"bettor": player, "box": box, "amount": amount})
         while state["phase"] not in ("settled", "voided"):
             decision, body = next_decision(state)
             if self.pause_s:
                 time.sleep(self.pause_s)
-            started = time.perf_counter()
-            result = self._call(round_id, decision, body or {}, state["version"])
-            state = led.round_state(round_id, result["version"])
-            self.samples.add(decision, time.perf_counter() - started)
+            state = self._decide(round_id, state, PATHS[decision], body)
 
-    def _call(self, round_id: UUID, decision: str, body: dict[str, Any],
-              version: int) -> dict[str, Any]:
-        led, rid = self.ledger, self.rid()
-        if decision in ("hit", "stand", "double", "split"):
-            play: Callable[..., dict[str, Any]] = getattr(led, decision)
-            return play(rid, "bench", round_id, body["player"], body["box"], body["hand"],
-                        expected=version)
-        if decision == "surrender":
-            return led.surrender(rid, "bench", round_id, body["player"], body["box"],
-                                 expected=version)
-        if decision == "close_betting":
-            return led.deal(rid, "bench", round_id, expected=version)
-        if decision == "play_dealer":
-            return led.play_dealer(rid, "bench", round_id, expected=version)
-        if decision == "settle":
-            return led.settle(rid, "bench", round_id, expected=version)
-        raise RuntimeError(f"the bench does not play {decision}")
+    def _decide(self, round_id: UUID, state: dict[str, Any], path: str,
+                body: dict[str, Any] | None) -> dict[str, Any]:
+        """What ``POST /rounds/<round_id>/<path>`` does for a decision made on ``state``
+        (If-Match: its version); the round after it."""
+        started = time.perf_counter()
+        result = _RUN_BY_PATH[path](self.ledger, self.rid(), KEY_NAMES["dealer"], round_id,
+                                    body or {}, state["version"])
+        after = self.ledger.round_state(round_id, result["version"])
+        self.samples.add(path, time.perf_counter() - started)
+        return after
 
 
 Terminal = HttpTerminal | DirectTerminal
@@ -303,8 +300,7 @@ def main() -> None:
 def report(db: Database, args: argparse.Namespace, folder: str) -> None:
     out = print
     out(f"database: {db.where}")
-    out(f"machine: {os.cpu_count()} CPUs; load average at start "
-        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    out(f"machine: {os.cpu_count()} CPUs; load average at start {load_average()}")
     out(f"server: pitboss serve, gunicorn with {args.workers} workers of {args.threads} threads "
         "(gthread; each terminal keeps its connection, so it stays with one worker)")
     top = max(args.terminals)
@@ -314,17 +310,19 @@ def report(db: Database, args: argparse.Namespace, folder: str) -> None:
     try:
         with server(db, args.workers, args.threads, folder) as srv:
             out(f"(a) player decisions, {args.seconds:.0f} s per level and side, "
-                "3 basic-strategy players per table")
+                f"{PLAYERS_PER_TABLE} basic-strategy players per table")
             out(f"    {'terminals':>9}  {'side':<6} {'decisions/s':>11} {'p50 ms':>8} "
                 f"{'p99 ms':>8} {'mean ms':>8} {'rounds':>7}   http/direct (time per decision)")
             http_rounds: list[str] = []
             for n in args.terminals:
                 progress(f"(a) {n} terminal(s), over HTTP and directly, in turns")
                 samples = {"http": Samples(), "direct": Samples()}
-                http = [HttpTerminal(srv, f"h{n}-{i}", samples["http"]) for i in range(n)]
+                # Terminal i of each side draws the same stakes.
+                http = [HttpTerminal(srv, f"h{n}-{i}", samples["http"], seed=i)
+                        for i in range(n)]
                 sides: dict[str, list[Terminal]] = {
                     "http": list(http),
-                    "direct": [DirectTerminal(ledger, f"d{n}-{i}", samples["direct"])
+                    "direct": [DirectTerminal(ledger, f"d{n}-{i}", samples["direct"], seed=i)
                                for i in range(n)]}
                 run_level(sides, samples, args.seconds, args.slices)
                 h, d = figures(samples["http"]), figures(samples["direct"])
@@ -357,7 +355,7 @@ def report(db: Database, args: argparse.Namespace, folder: str) -> None:
         verdict = "within" if one_http_ms <= 1.5 * one_direct_ms else "OVER"
         out(f"verdict: at 1 terminal an HTTP decision takes {one_http_ms / one_direct_ms:.2f}x "
             f"the direct call (mean), {verdict} the 1.5x budget")
-    out(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    out(f"load average at end: {load_average()}")
 
 
 def paced(ledger: GameLedger, h: dict[str, float], d: dict[str, float], seconds: float,
@@ -415,7 +413,8 @@ def layer_alone(ledger: GameLedger, out: Callable[..., None], n: int = 2000) -> 
     timings = timings[n // 10:]
     out(f"(c) the HTTP layer alone, in process (test client, a ledger that answers at once): "
         f"p50 {quantile(timings, 0.5) * 1e3:.2f} ms, mean {sum(timings) / len(timings) * 1e3:.2f}"
-        f" ms per decision request ({n} requests: key check, Idempotency-Key, body schema, "
+        f" ms per decision request (the last {len(timings)} of {n} requests: key check, "
+        "Idempotency-Key, body schema, "
         "response schema, JSON both ways)")
 
 

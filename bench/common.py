@@ -1,4 +1,5 @@
-"""What the benchmarks share: a private database for one run, progress lines, quantiles."""
+"""What the benchmarks share: a private database for one run, its server's settings, progress
+lines, quantiles, the machine's load."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ import psycopg
 from psycopg import sql
 
 from api.database import DatabaseSettings, parse_database_url, start_embedded, stop_embedded
+from ledger.plays import Play
+
+# The player decisions (hit, stand, double, split, surrender), the calls the benchmarks time.
+DECISIONS = tuple(play.value for play in Play)
 
 
 def progress(message: str) -> None:
@@ -25,6 +30,11 @@ def progress(message: str) -> None:
 def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, as the benchmarks print them."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 @dataclass
@@ -46,6 +56,20 @@ class Database:
         if self.schema != "public":
             env["POSTGRES_SCHEMA"] = self.schema
         return {**env, **extra}
+
+
+SERVER_SETTINGS = ("server_version", "synchronous_commit", "fsync", "wal_sync_method",
+                   "full_page_writes", "commit_delay")
+
+
+def server_facts(db: Database, names: tuple[str, ...] = SERVER_SETTINGS) -> dict[str, str]:
+    """The server's settings ``names`` as it reports them (``SHOW``), "?" when unknown."""
+    facts = {}
+    with db.connect(autocommit=True) as conn:
+        for name in names:
+            row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
+            facts[name] = str(row[0]) if row is not None else "?"
+    return facts
 
 
 @contextlib.contextmanager

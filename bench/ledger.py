@@ -44,9 +44,16 @@ from uuid import UUID
 import psycopg
 from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
-from psycopg import sql
 
-from bench.common import Database, database, progress, quantile
+from bench.common import (
+    DECISIONS,
+    Database,
+    database,
+    load_average,
+    progress,
+    quantile,
+    server_facts,
+)
 from ledger.aggregates.round import Round
 from ledger.application import GameLedger
 from ledger.plays import Play
@@ -60,22 +67,7 @@ BUY_IN = 100_000_000
 PAYLOAD_BYTES = 300
 DEALER = "dealer"
 CASHIER = "cashier"
-DECISIONS = ("hit", "stand", "double", "split", "surrender")
 PHASES = ("start_round", "place_stake", "deal", *DECISIONS, "play_dealer", "settle")
-
-
-# --------------------------------------------------------------------------- the database
-
-
-def server_facts(db: Database) -> dict[str, str]:
-    with db.connect(autocommit=True) as conn:
-        names = ("server_version", "synchronous_commit", "fsync", "wal_sync_method",
-                 "full_page_writes", "commit_delay")
-        facts = {}
-        for name in names:
-            row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
-            facts[name] = str(row[0]) if row is not None else "?"
-        return facts
 
 
 # --------------------------------------------------------------------------- (a) raw inserts
@@ -479,7 +471,7 @@ def report(db: Database, raw: RawInserts, args: argparse.Namespace) -> None:
         f"commit_delay={facts['commit_delay']}")
     out(f"client: psycopg {psycopg.__version__} ({psycopg.pq.__impl__}), "
         f"{os.cpu_count()} CPUs")
-    out(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
+    out(f"load average at start: {load_average()} "
         "(other processes on these CPUs slow every round trip)")
     rt = round_trip_ms(db)
     out(f"one round trip without commit (p50): SELECT 1 {rt:.3f} ms")
@@ -591,7 +583,7 @@ def report(db: Database, raw: RawInserts, args: argparse.Namespace) -> None:
     if args.idle_gap:
         idle_gaps(raw, args.idle_gap, out)
     out("")
-    out(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    out(f"load average at end: {load_average()}")
 
 
 def idle_gaps(raw: RawInserts, n: int, out: Callable[..., None]) -> None:

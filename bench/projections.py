@@ -38,7 +38,6 @@ import logging
 import multiprocessing
 import re
 import signal
-import statistics
 import threading
 import time
 import uuid
@@ -51,7 +50,7 @@ import psycopg
 from eventsourcing.projection import ProjectionRunner
 from psycopg import sql
 
-from bench.common import Database, database, progress
+from bench.common import Database, database, progress, quantile, server_facts
 from ledger.application import GameLedger
 from ledger.plays import Play
 from ledger.rules import CASINO, CASINO_WILD, TableLimits
@@ -69,19 +68,7 @@ UUID_DASHED = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a
 DATETIME = re.compile(r'"_type_":"datetime_iso","_data_":"([^"]+)"')
 COPY_ROWS = 50_000
 SAMPLE_INTERVAL_S = 0.02
-
-
-
-# --------------------------------------------------------------------------- the database
-
-
-def server_facts(db: Database) -> str:
-    with db.connect(autocommit=True) as conn:
-        facts = []
-        for name in ("server_version", "synchronous_commit", "fsync", "wal_sync_method"):
-            row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
-            facts.append(f"{name}={row[0] if row else '?'}")
-    return ", ".join(facts)
+SERVER_SETTINGS = ("server_version", "synchronous_commit", "fsync", "wal_sync_method")
 
 
 # --------------------------------------------------------------------------- playing
@@ -329,12 +316,11 @@ def lag_under_load(db: Database, env: dict[str, str], writers: int, seconds: flo
         proc.join(timeout=30)
     worker.terminate()  # SIGTERM: the worker stops cleanly
     worker.join(timeout=30)
-    lags.sort()
     return {"writers": writers, "rounds": sum(counts[:]), "events": written,
             "write_rate": written / elapsed, "samples": len(lags),
-            "lag_p50": statistics.median(lags) if lags else float("nan"),
-            "lag_p99": lags[int(0.99 * (len(lags) - 1))] if lags else float("nan"),
-            "lag_max": lags[-1] if lags else float("nan"),
+            "lag_p50": quantile(lags, 0.5) if lags else float("nan"),
+            "lag_p99": quantile(lags, 0.99) if lags else float("nan"),
+            "lag_max": max(lags, default=float("nan")),
             "behind_max": max(behind, default=0),
             "worker_exit": worker.exitcode}
 
@@ -442,7 +428,7 @@ def search_latencies(env: dict[str, str], rounds: int) -> list[tuple[str, float,
                     break
                 page = reads.search_rounds(limit=50, cursor=page["next_cursor"], **filters)
                 rows += len(page["items"])
-            out.append((label, statistics.median(firsts) * 1000,
+            out.append((label, quantile(firsts, 0.5) * 1000,
                         (time.perf_counter() - t0) * 1000, rows))
     finally:
         reads.close()
@@ -461,7 +447,8 @@ def run(args: argparse.Namespace) -> None:
     with database("pb-proj-") as db:
         env = db.env()
         print(f"database: {db.where}")
-        print(f"server: {server_facts(db)}")
+        facts = server_facts(db, SERVER_SETTINGS)
+        print(f"server: {', '.join(f'{name}={value}' for name, value in facts.items())}")
         t0 = time.perf_counter()
         sample_head = play_sample(env, args.sample_rounds)
         progress(f"sample: {args.sample_rounds} rounds, {sample_head} events in "

@@ -39,20 +39,17 @@ control_socket_disable = True
 
 
 def on_starting(server):
-    """Before the workers fork: create the tables once, so workers never race to do it.
+    """Before the workers fork: what ``pitboss serve`` does first (``prepare_service``: the
+    database, the shoe key, the tables created once, so workers never race to do it).
 
     ``pitboss serve`` has done this already and says so with PITBOSS_CREATE_TABLES=no; a bare
     ``gunicorn -c deploy/gunicorn.conf.py`` (a container) gets it done here.
     """
-    from api.app import ledger_env
-    from api.database import resolve_database
-    from api.secrets_files import load_shoe_key
-    from api.services import create_tables_wanted, prepare_store
+    from api.cli import prepare_service
+    from api.services import create_tables_wanted
 
     if not create_tables_wanted(os.environ):
         return
 
-    settings = resolve_database(os.environ)
-    prepare_store(ledger_env(settings, os.environ), load_shoe_key(os.environ))
+    settings, _ = prepare_service()
     os.environ["DATABASE_URL"] = settings.url()
-    os.environ["PITBOSS_CREATE_TABLES"] = "no"
