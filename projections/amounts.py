@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ledger.aggregates.round import Round
 from ledger.engine import facts as f
 from ledger.money import HOUSE, movements
 
@@ -37,6 +38,7 @@ QUIET_FACTS: tuple[type[f.Fact], ...] = (
     f.CardDealt, f.HoleCardRevealed, f.HandHit, f.HandStood, f.DoubleDeclined,
     f.SplitDeclined, f.BoxSurrendered, f.DealerFinished,
 )
+QUIET_TOPICS = frozenset(Round.EVENT_FOR_FACT[fact].TOPIC for fact in QUIET_FACTS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,20 +24,20 @@ from ledger.aggregates.account import HOUSE, PLAYER, Account
 from ledger.aggregates.table import Table
 from ledger.errors import InvariantBroken
 from projections.base import (
+    ACCOUNT_STREAM,
     BatchProjection,
     Curs,
     Item,
     View,
+    aggregate_ids,
     known_topics,
-    next_version,
+    load_rows,
     select_rows,
     upsert_rows,
+    versioned,
 )
 
-ACCOUNT_STREAM = "pitboss:Account."
-TABLE_CREATED = Table.Created.TOPIC
-_STREAMS = (ACCOUNT_STREAM, TABLE_CREATED)
-_TOPICS = tuple(t for t in known_topics(Account, Table) if t.startswith(_STREAMS))
+_STREAMS = (ACCOUNT_STREAM, Table.Created.TOPIC)
 
 
 class BalancesView(View):
@@ -76,7 +76,7 @@ class BalancesProjection(BatchProjection[BalancesView]):
     view_class: ClassVar[type[View]] = BalancesView
     streams = _STREAMS
     decoded = _STREAMS
-    topics = _TOPICS
+    topics = known_topics(_STREAMS, Account, Table)
 
     def __init__(self, view: BalancesView) -> None:
         super().__init__(view)
@@ -89,11 +89,8 @@ class BalancesProjection(BatchProjection[BalancesView]):
             view.qualified("tables"))
 
     def apply(self, curs: Curs, items: Sequence[Item]) -> None:
-        wanted = list({i.originator_id for i in items if i.topic.startswith(ACCOUNT_STREAM)})
-        rows: dict[UUID, dict[str, Any]] = {}
-        if wanted:
-            curs.execute(self._select, (wanted,))
-            rows = {row["account_id"]: row for row in curs.fetchall()}
+        # Opened accounts too, so an account opened again in a later batch is caught.
+        rows = load_rows(curs, self._select, "account_id", aggregate_ids(items, ACCOUNT_STREAM))
         touched: dict[UUID, dict[str, Any]] = {}
         tables: list[tuple[UUID, str, str, UUID]] = []
         for item in items:
@@ -114,30 +111,23 @@ def _applied(row: dict[str, Any] | None, item: Item) -> dict[str, Any]:
     """The account row after one of its events, as ``Account`` applies it (R-M3)."""
     event = item.event
     account_id = item.originator_id
-    if isinstance(event, Account.Created):
-        if row is not None:
-            raise InvariantBroken(f"account {account_id} was opened twice")
-        next_version("account", account_id, 0, item)
-        row = {"account_id": account_id, "owner": event.owner, "kind": event.kind,
-               "currency": event.currency, "available": 0, "held": 0, "bought_in": 0,
-               "cashed_out": 0, "version": 1}
-    elif row is None:
-        raise InvariantBroken(f"account {account_id}: {item.topic} (notification "
-                              f"{item.notification_id}) arrived before the account was opened")
-    else:
-        row["version"] = next_version("account", account_id, row["version"], item)
-        if isinstance(event, Account.BoughtIn):
-            row["available"] += event.amount
-            row["bought_in"] += event.amount
-        elif isinstance(event, Account.CashedOut):
-            row["available"] -= event.amount
-            row["cashed_out"] += event.amount
-        elif isinstance(event, Account.Posted):
-            row["held"] += event.held_delta
-            row["available"] += event.available_delta
-        else:
-            raise InvariantBroken(f"balances cannot apply {item.topic}: the projection must "
-                                  "learn this event before it can go on")
+    created = isinstance(event, Account.Created)
+    fresh = {"account_id": account_id, "owner": event.owner, "kind": event.kind,
+             "currency": event.currency, "available": 0, "held": 0, "bought_in": 0,
+             "cashed_out": 0} if created else None
+    row = versioned("account", row, item, fresh)
+    if isinstance(event, Account.BoughtIn):
+        row["available"] += event.amount
+        row["bought_in"] += event.amount
+    elif isinstance(event, Account.CashedOut):
+        row["available"] -= event.amount
+        row["cashed_out"] += event.amount
+    elif isinstance(event, Account.Posted):
+        row["held"] += event.held_delta
+        row["available"] += event.available_delta
+    elif not created:
+        raise InvariantBroken(f"balances cannot apply {item.topic}: the projection must "
+                              "learn this event before it can go on")
     row["last_notification_id"] = item.notification_id
     if row["held"] < 0 or (row["kind"] == PLAYER and row["available"] < 0) \
             or (row["kind"] == HOUSE and row["held"]):

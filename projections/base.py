@@ -16,8 +16,8 @@ count ``(100, 200]`` twice. The tracking row is written first, so a concurrent w
 same view waits on that row and then fails cleanly, before any work.
 
 Every projection also checks, where it reads, that each aggregate's events arrive with
-consecutive versions: a skipped (or repeated) event stops the projection with
-:class:`~ledger.errors.InvariantBroken` instead of silently producing a wrong figure.
+consecutive versions (:func:`versioned`): a skipped (or repeated) event stops the projection
+with :class:`~ledger.errors.InvariantBroken` instead of silently producing a wrong figure.
 
 ``process_event`` keeps the library's one-event-per-transaction interface, so the stock
 :class:`~eventsourcing.projection.ProjectionRunner` can drive any of these projections too
@@ -27,7 +27,7 @@ consecutive versions: a skipped (or repeated) event stops the projection with
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 from uuid import UUID
@@ -39,12 +39,19 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composable, Composed, Identifier
 
+from ledger.aggregates.account import Account
+from ledger.aggregates.round import Round
+from ledger.aggregates.table import Table
 from ledger.application import GameLedger
 from ledger.errors import InvariantBroken
 from projections.settings import ProjectionSetupError
 
 LEDGER_APP = GameLedger.name
 NEXT = "_next"
+# The topic prefix of each aggregate's events ("pitboss:Round.Created", ...).
+ACCOUNT_STREAM = f"{Account.TOPIC}."
+ROUND_STREAM = f"{Round.TOPIC}."
+TABLE_STREAM = f"{Table.TOPIC}."
 
 Curs = Cursor[DictRow]
 
@@ -175,6 +182,12 @@ class BatchProjection(Projection[V], ABC):
         """Write the rows for ``items`` (in log order) inside the open transaction."""
 
 
+def table_exists(curs: Curs, table: Identifier) -> bool:
+    curs.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (table.as_string(curs),))
+    row = curs.fetchone()
+    return bool(row and row["found"])
+
+
 def select_rows(table: Composable, columns: Sequence[str], key: str) -> Composed:
     """``SELECT columns FROM table WHERE key = ANY(%s)``: the rows of a list of keys."""
     return SQL("SELECT {} FROM {} WHERE {} = ANY(%s)").format(
@@ -191,22 +204,56 @@ def upsert_rows(table: Composable, columns: Sequence[str], key: str,
         SQL(", ").join(SQL("{0} = EXCLUDED.{0}").format(Identifier(c)) for c in changing))
 
 
-def next_version(kind: str, key: object, have: int, item: Item) -> int:
-    """The version the item must carry after ``have``; raise when one was skipped."""
+def aggregate_ids(items: Sequence[Item], stream: str, created: str | None = None
+                  ) -> Iterator[UUID]:
+    """The aggregates of ``stream`` that ``items`` touch; with ``created`` (the stream's
+    creation topic), only those the items do not create."""
+    return (i.originator_id for i in items
+            if i.topic.startswith(stream) and i.topic != created)
+
+
+def load_rows(curs: Curs, select: Composed, key: str, ids: Iterable[UUID]
+              ) -> dict[UUID, dict[str, Any]]:
+    """The rows ``select`` (a :func:`select_rows` statement) finds for ``ids``, by ``key``."""
+    wanted = list(set(ids))
+    if not wanted:
+        return {}
+    curs.execute(select, (wanted,))
+    return {row[key]: row for row in curs.fetchall()}
+
+
+def versioned(kind: str, row: dict[str, Any] | None, item: Item,
+              fresh: dict[str, Any] | None) -> dict[str, Any]:
+    """The aggregate's row with the item's version checked and recorded: ``fresh`` when the
+    item creates the aggregate, else ``row``, the one it already has. Raise when the aggregate
+    is created twice, is not yet created, or an event was skipped or applied twice."""
+    key = item.originator_id
+    if fresh is not None:
+        if row is not None:
+            raise InvariantBroken(f"{kind} {key} was created twice")
+        row, have = fresh, 0
+    elif row is None:
+        raise InvariantBroken(f"{kind} {key}: {item.topic} (notification "
+                              f"{item.notification_id}) arrived before the {kind} was created")
+    else:
+        have = row["version"]
     if item.originator_version != have + 1:
         raise InvariantBroken(
             f"{kind} {key}: event version {item.originator_version} ({item.topic}, notification "
             f"{item.notification_id}) follows version {have}: an event was skipped or applied "
             "twice")
-    return item.originator_version
+    row["version"] = item.originator_version
+    return row
 
 
-def known_topics(*classes: type) -> tuple[str, ...]:
-    """Every event topic declared on the given aggregate classes (for the library runner)."""
+def known_topics(streams: tuple[str, ...], *classes: type) -> tuple[str, ...]:
+    """Every event topic declared on the given aggregate classes that starts with one of
+    ``streams`` (for the library runner)."""
     topics: list[str] = []
     for cls in classes:
         for value in vars(cls).values():
             topic = getattr(value, "TOPIC", None)
-            if isinstance(value, type) and isinstance(topic, str) and topic not in topics:
+            if isinstance(value, type) and isinstance(topic, str) \
+                    and topic.startswith(streams) and topic not in topics:
                 topics.append(topic)
     return tuple(topics)

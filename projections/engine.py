@@ -34,18 +34,18 @@ from eventsourcing.persistence import Notification, ProgrammingError
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore, PostgresFactory
 from eventsourcing.utils import Environment, strtobool
 from psycopg.errors import UndefinedTable
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Identifier, Literal
 
 from ledger.application import GameLedger
 from projections.balances import BalancesProjection
-from projections.base import LEDGER_APP, NEXT, BatchProjection, Item, View
+from projections.base import LEDGER_APP, NEXT, BatchProjection, Curs, Item, View, table_exists
 from projections.rounds import RoundIndexProjection
 from projections.settings import (
-    BATCH_SIZE_MAX,
     LAG_COUNT_MAX,
     POOL_DEFAULTS,
     GamingDay,
     ProjectionSetupError,
+    check_batch_size,
 )
 from projections.table_days import TableDaysProjection, TableDaysView
 
@@ -185,8 +185,7 @@ class Engine:
 
     def step(self, batch_size: int) -> int:
         """Read one page after the lowest position and apply it; the page's length."""
-        if type(batch_size) is not int or not 1 <= batch_size <= BATCH_SIZE_MAX:
-            raise ValueError(f"a batch holds 1 to {BATCH_SIZE_MAX} notifications")
+        check_batch_size(batch_size)
         page = self.reader.page(min(self._positions.values()), batch_size)
         if not page:
             return 0
@@ -247,33 +246,35 @@ class Engine:
         self.close()
 
 
-def lag_report(curs: Any, events_table: Identifier, views: Sequence[tuple[str, View]]
+def lag_report(curs: Curs, events_table: Identifier, views: Sequence[tuple[str, View]]
                ) -> list[dict[str, Any]]:
-    """Each projection's position, the ledger's head and the events between them.
+    """Each projection's position, the ledger's head and the events between them, in one
+    statement (one snapshot) once the ledger's table exists.
 
     The lag is an exact count of stored events past the position up to ``LAG_COUNT_MAX``;
     beyond that, head minus position (an upper bound: ids have gaps).
     """
-    curs.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (events_table.as_string(),))
-    head = 0
-    if curs.fetchone()["found"]:
-        curs.execute(SQL("SELECT coalesce(max(notification_id), 0) AS head FROM {}").format(
-            events_table))
-        head = int(curs.fetchone()["head"])
+    if not views:
+        return []
+    positions = SQL(" UNION ALL ").join(
+        SQL("SELECT {} AS ord, coalesce((SELECT notification_id FROM {} "
+            "WHERE application_name = %(app)s), 0) AS position").format(
+            Literal(i), view.qualified("tracking"))
+        for i, (_, view) in enumerate(views))
+    if table_exists(curs, events_table):
+        statement = SQL(
+            "SELECT p.position, h.head, (SELECT count(*) FROM (SELECT 1 FROM {events} "
+            "WHERE notification_id > p.position LIMIT %(count_max)s) AS e) AS behind "
+            "FROM ({positions}) AS p, "
+            "(SELECT coalesce(max(notification_id), 0) AS head FROM {events}) AS h "
+            "ORDER BY p.ord").format(events=events_table, positions=positions)
+    else:
+        statement = SQL("SELECT p.position, 0 AS head, 0 AS behind FROM ({}) AS p "
+                        "ORDER BY p.ord").format(positions)
+    curs.execute(statement, {"app": LEDGER_APP, "count_max": LAG_COUNT_MAX})
     out = []
-    for name, view in views:
-        curs.execute(SQL("SELECT notification_id FROM {} WHERE application_name = %s").format(
-            view.qualified("tracking")), (LEDGER_APP,))
-        row = curs.fetchone()
-        position = int(row["notification_id"]) if row else 0
-        lag = 0
-        if head > position:
-            curs.execute(SQL("SELECT count(*) AS n FROM (SELECT 1 FROM {} WHERE "
-                             "notification_id > %s LIMIT %s) AS behind").format(events_table),
-                         (position, LAG_COUNT_MAX))
-            lag = int(curs.fetchone()["n"])
-            if lag >= LAG_COUNT_MAX:
-                lag = head - position
+    for (name, _), row in zip(views, curs.fetchall(), strict=True):
+        position, head, behind = int(row["position"]), int(row["head"]), int(row["behind"])
         out.append({"projection": name, "position": position, "ledger_head": head,
-                    "lag_events": lag})
+                    "lag_events": head - position if behind >= LAG_COUNT_MAX else behind})
     return out

@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -81,6 +81,12 @@ class ReadModels:
 
     def close(self) -> None:
         self._datastore.close()
+
+    def __enter__(self) -> ReadModels:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @contextmanager
     def _read(self) -> Iterator[Curs]:
@@ -304,7 +310,7 @@ def _encode_cursor(key: list[str]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str, parse: Any) -> list[Any]:
+def _decode_cursor(cursor: str, parse: Callable[[list[str]], list[Any]]) -> list[Any]:
     refused = DecisionRefused("The cursor is not one this list gave out; start again without it.")
     if not isinstance(cursor, str) or not 1 <= len(cursor) <= CURSOR_MAX_CHARS:
         raise refused

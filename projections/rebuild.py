@@ -26,7 +26,7 @@ from typing import Any
 
 from psycopg.sql import SQL, Identifier
 
-from projections.base import NEXT, Curs, View
+from projections.base import NEXT, Curs, View, table_exists
 from projections.engine import Engine, Reader, build_projection, ddl_lock, projection_class
 from projections.settings import BATCH_SIZE_DEFAULT, GamingDay
 
@@ -81,7 +81,7 @@ def swap(fresh: View, live: View) -> None:
     with fresh.datastore.transaction(commit=True) as curs:
         curs.execute(SQL("SET LOCAL lock_timeout = {}").format(
             SQL(str(SWAP_LOCK_TIMEOUT_S * 1000))))
-        existing = [p for p in parts if _exists(curs, schema, live.name_of(p))]
+        existing = [p for p in parts if table_exists(curs, live.qualified(p))]
         if existing:
             curs.execute(SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
                 SQL(", ").join(live.qualified(p) for p in existing)))
@@ -92,13 +92,6 @@ def swap(fresh: View, live: View) -> None:
             curs.execute(SQL("ALTER TABLE {} RENAME TO {}").format(
                 fresh.qualified(part), Identifier(new_name)))
             _rename_indexes(curs, schema, new_name, old_name)
-
-
-def _exists(curs: Curs, schema: str, table: str) -> bool:
-    curs.execute("SELECT to_regclass(%s) IS NOT NULL AS found",
-                 (f'"{schema}"."{table}"',))
-    row = curs.fetchone()
-    return bool(row and row["found"])
 
 
 def _rename_indexes(curs: Curs, schema: str, table: str, old_prefix: str) -> None:

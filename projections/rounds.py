@@ -42,28 +42,27 @@ from ledger.aggregates.round import Round
 from ledger.aggregates.table import Table
 from ledger.engine import facts as f
 from ledger.errors import InvariantBroken
-from projections.amounts import QUIET_FACTS, money_of
+from projections.amounts import QUIET_TOPICS, money_of
 from projections.base import (
+    ROUND_STREAM,
     BatchProjection,
     Curs,
     Item,
     View,
+    aggregate_ids,
     known_topics,
-    next_version,
+    load_rows,
     select_rows,
     upsert_rows,
+    versioned,
 )
 
-ROUND_STREAM = "pitboss:Round."
 ROUND_CREATED = Round.Created.TOPIC
-TABLE_CREATED = Table.Created.TOPIC
 OPEN, SETTLED, VOIDED = "open", "settled", "voided"
 STATUSES = (OPEN, SETTLED, VOIDED)
 FLAGS = ("wild_card", "prize", "ruling")
 
-_STREAMS = (ROUND_STREAM, TABLE_CREATED)
-_TOPICS = tuple(t for t in known_topics(Round, Table) if t.startswith(_STREAMS))
-_QUIET = frozenset(Round.EVENT_FOR_FACT[c].TOPIC for c in QUIET_FACTS)
+_STREAMS = (ROUND_STREAM, Table.Created.TOPIC)
 
 COLUMNS = ("round_id", "table_id", "round_no", "started_at", "ended_at", "rules_hash",
            "rules_name", "rules_version", "currency", "status", "players", "total_staked",
@@ -121,8 +120,8 @@ class RoundIndexProjection(BatchProjection[RoundIndexView]):
     view_class: ClassVar[type[View]] = RoundIndexView
     streams = _STREAMS
     decoded = _STREAMS
-    undecoded = _QUIET
-    topics = _TOPICS
+    undecoded = QUIET_TOPICS
+    topics = known_topics(_STREAMS, Round, Table)
 
     def __init__(self, view: RoundIndexView) -> None:
         super().__init__(view)
@@ -140,12 +139,8 @@ class RoundIndexProjection(BatchProjection[RoundIndexView]):
             ).format(view.qualified("tables"))
 
     def apply(self, curs: Curs, items: Sequence[Item]) -> None:
-        wanted = list({i.originator_id for i in items
-                       if i.topic.startswith(ROUND_STREAM) and i.topic != ROUND_CREATED})
-        rows: dict[UUID, dict[str, Any]] = {}
-        if wanted:
-            curs.execute(self._select, (wanted,))
-            rows = {row["round_id"]: row for row in curs.fetchall()}
+        rows = load_rows(curs, self._select, "round_id",
+                         aggregate_ids(items, ROUND_STREAM, ROUND_CREATED))
         changes = _Changes()
         for item in items:
             if isinstance(item.event, Table.Created):
@@ -176,23 +171,17 @@ class _Changes:
 
 def _next(row: dict[str, Any] | None, item: Item) -> dict[str, Any]:
     """The round's row with this event counted in: a new row for ``Round.Created``."""
-    round_id = item.originator_id
+    fresh: dict[str, Any] | None = None
     if item.topic == ROUND_CREATED:
-        if row is not None:
-            raise InvariantBroken(f"round {round_id} was created twice")
-        next_version("round", round_id, 0, item)
         event = item.event
-        return {"round_id": round_id, "table_id": event.table_id, "round_no": event.round_no,
-                "started_at": event.timestamp, "ended_at": None,
-                "rules_hash": event.rules_hash, "rules_name": str(event.rules["name"]),
-                "rules_version": int(event.rules["version"]), "currency": event.currency,
-                "status": OPEN, "players": [], "total_staked": 0, "total_paid": 0,
-                "house_result": 0, "held": 0, "wild_card": False, "prize": False,
-                "ruling": False, "version": 1, "last_notification_id": item.notification_id}
-    if row is None:
-        raise InvariantBroken(f"round {round_id}: {item.topic} (notification "
-                              f"{item.notification_id}) arrived before the round was created")
-    row["version"] = next_version("round", round_id, row["version"], item)
+        fresh = {"round_id": item.originator_id, "table_id": event.table_id,
+                 "round_no": event.round_no, "started_at": event.timestamp, "ended_at": None,
+                 "rules_hash": event.rules_hash, "rules_name": str(event.rules["name"]),
+                 "rules_version": int(event.rules["version"]), "currency": event.currency,
+                 "status": OPEN, "players": [], "total_staked": 0, "total_paid": 0,
+                 "house_result": 0, "held": 0, "wild_card": False, "prize": False,
+                 "ruling": False}
+    row = versioned("round", row, item, fresh)
     row["last_notification_id"] = item.notification_id
     return row
 

@@ -17,6 +17,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 GAMING_DAY_TZ: Final = "PITBOSS_GAMING_DAY_TZ"
 GAMING_DAY_START: Final = "PITBOSS_GAMING_DAY_START"
+GAMING_DAY_TZ_DEFAULT: Final = "UTC"
+GAMING_DAY_START_DEFAULT: Final = time(6, 0)
 STATEMENT_TIMEOUT_MS: Final = "PITBOSS_QUERY_STATEMENT_TIMEOUT_MS"
 
 # Batches: a page of notifications is read, applied and tracked in one transaction.
@@ -55,6 +57,11 @@ def setting(env: Mapping[str, str], key: str, default: str) -> str:
     return default if value is None or not value.strip() else value.strip()
 
 
+def check_batch_size(batch_size: int) -> None:
+    if type(batch_size) is not int or not 1 <= batch_size <= BATCH_SIZE_MAX:
+        raise ValueError(f"batch_size must be a whole number from 1 to {BATCH_SIZE_MAX}")
+
+
 def statement_timeout_ms(env: Mapping[str, str]) -> int:
     raw = setting(env, STATEMENT_TIMEOUT_MS, str(STATEMENT_TIMEOUT_MS_DEFAULT))
     low, high = STATEMENT_TIMEOUT_MS_RANGE
@@ -73,8 +80,8 @@ class GamingDay:
     right across daylight-saving changes (a gaming day may then last 23 or 25 hours).
     """
 
-    tz_name: str = "UTC"
-    start: time = time(6, 0)
+    tz_name: str = GAMING_DAY_TZ_DEFAULT
+    start: time = GAMING_DAY_START_DEFAULT
 
     def __post_init__(self) -> None:
         try:
@@ -89,8 +96,8 @@ class GamingDay:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> GamingDay:
-        tz_name = setting(env, GAMING_DAY_TZ, "UTC")
-        raw = setting(env, GAMING_DAY_START, "06:00")
+        tz_name = setting(env, GAMING_DAY_TZ, GAMING_DAY_TZ_DEFAULT)
+        raw = setting(env, GAMING_DAY_START, f"{GAMING_DAY_START_DEFAULT:%H:%M}")
         match = _START_PATTERN.match(raw)
         if match is None:
             raise ProjectionSetupError(f"{GAMING_DAY_START}={raw!r} is not a time of day "

@@ -28,20 +28,31 @@ from ledger.aggregates.round import Round
 from ledger.aggregates.table import Table
 from ledger.engine import facts as f
 from ledger.errors import InvariantBroken
-from projections.amounts import NONE, QUIET_FACTS, Money, money_of
-from projections.base import BatchProjection, Curs, Item, View, known_topics, next_version
+from projections.amounts import NONE, QUIET_TOPICS, Money, money_of
+from projections.base import (
+    ROUND_STREAM,
+    TABLE_STREAM,
+    BatchProjection,
+    Curs,
+    Item,
+    View,
+    aggregate_ids,
+    known_topics,
+    load_rows,
+    select_rows,
+    upsert_rows,
+    versioned,
+)
 from projections.settings import GamingDay
 
-ROUND_STREAM = "pitboss:Round."
-TABLE_STREAM = "pitboss:Table."
 _STREAMS = (ROUND_STREAM, TABLE_STREAM)
-_TOPICS = tuple(t for t in known_topics(Round, Table) if t.startswith(_STREAMS))
 _DECODED = (ROUND_STREAM, Table.Created.TOPIC, Table.Closed.TOPIC, Table.Reopened.TOPIC)
-_QUIET = frozenset(Round.EVENT_FOR_FACT[c].TOPIC for c in QUIET_FACTS)
 _ENDS = (f.RoundSettled, f.RoundVoided, f.RulingRecorded)  # counted even without money
 
 COUNTERS = ("rounds_played", "rounds_settled", "rounds_voided", "rulings", "staked",
             "paid_out", "house_win", "held_delta", "open_delta")
+_TABLE_COLUMNS = ("table_id", "name", "currency", "version")
+_ROUND_COLUMNS = ("round_id", "table_id", "version")
 _DAY_COLUMNS = ("table_id", "gaming_day", *COUNTERS, "last_notification_id")
 
 
@@ -98,30 +109,21 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
     view_class: ClassVar[type[View]] = TableDaysView
     streams = _STREAMS
     decoded = _DECODED
-    undecoded = _QUIET
-    topics = _TOPICS
+    undecoded = QUIET_TOPICS
+    topics = known_topics(_STREAMS, Round, Table)
 
     def __init__(self, view: TableDaysView) -> None:
         super().__init__(view)
         q = view.qualified
-        self._select_tables = SQL(
-            "SELECT table_id, name, currency, version FROM {} WHERE table_id = ANY(%s)"
-            ).format(q("tables"))
-        self._select_rounds = SQL(
-            "SELECT round_id, table_id, version FROM {} WHERE round_id = ANY(%s)"
-            ).format(q("rounds"))
-        self._upsert_table = SQL(
-            "INSERT INTO {} (table_id, name, currency, version) "
-            "VALUES (%(table_id)s, %(name)s, %(currency)s, %(version)s) "
-            "ON CONFLICT (table_id) DO UPDATE SET version = EXCLUDED.version").format(q("tables"))
-        self._upsert_round = SQL(
-            "INSERT INTO {} (round_id, table_id, version) "
-            "VALUES (%(round_id)s, %(table_id)s, %(version)s) "
-            "ON CONFLICT (round_id) DO UPDATE SET version = EXCLUDED.version").format(q("rounds"))
+        self._select_tables = select_rows(q("tables"), _TABLE_COLUMNS, "table_id")
+        self._select_rounds = select_rows(q("rounds"), _ROUND_COLUMNS, "round_id")
+        self._upsert_table = upsert_rows(q("tables"), _TABLE_COLUMNS, "table_id", ("version",))
+        self._upsert_round = upsert_rows(q("rounds"), _ROUND_COLUMNS, "round_id", ("version",))
         self._open = SQL("INSERT INTO {} (table_id, opened_at) VALUES (%s, %s)").format(
             q("intervals"))
         self._close = SQL("UPDATE {} SET closed_at = %s WHERE table_id = %s AND closed_at IS NULL"
                           ).format(q("intervals"))
+        # A day's counters add up (upsert_rows would replace them), on a two-column key.
         self._upsert_day = SQL(
             "INSERT INTO {0} AS d ({1}) VALUES ({2}) ON CONFLICT (table_id, gaming_day) "
             "DO UPDATE SET {3}, last_notification_id = EXCLUDED.last_notification_id").format(
@@ -132,10 +134,10 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
 
     def apply(self, curs: Curs, items: Sequence[Item]) -> None:
         gaming_day = stored_gaming_day(curs, self.view)
-        tables = self._load(curs, self._select_tables, "table_id", items, TABLE_STREAM,
-                            Table.Created.TOPIC)
-        rounds = self._load(curs, self._select_rounds, "round_id", items, ROUND_STREAM,
-                            Round.Created.TOPIC)
+        tables = load_rows(curs, self._select_tables, "table_id",
+                           aggregate_ids(items, TABLE_STREAM, Table.Created.TOPIC))
+        rounds = load_rows(curs, self._select_rounds, "round_id",
+                           aggregate_ids(items, ROUND_STREAM, Round.Created.TOPIC))
         days: dict[tuple[UUID, date], dict[str, Any]] = {}
         touched_tables: dict[UUID, dict[str, Any]] = {}
         touched_rounds: dict[UUID, dict[str, Any]] = {}
@@ -157,7 +159,7 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
             event = item.event
             created = item.topic == Round.Created.TOPIC
             fresh = {"round_id": key, "table_id": event.table_id} if created else None
-            row = _versioned("round", rounds.get(key), item, fresh)
+            row = versioned("round", rounds.get(key), item, fresh)
             rounds[key] = touched_rounds[key] = row
             if created:
                 counts = day_row(row["table_id"], event.timestamp, item)
@@ -175,21 +177,11 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
         if days:
             curs.executemany(self._upsert_day, list(days.values()))
 
-    @staticmethod
-    def _load(curs: Curs, statement: Composed, column: str, items: Sequence[Item],
-              stream: str, created: str) -> dict[UUID, dict[str, Any]]:
-        wanted = list({i.originator_id for i in items
-                       if i.topic.startswith(stream) and i.topic != created})
-        if not wanted:
-            return {}
-        curs.execute(statement, (wanted,))
-        return {row[column]: row for row in curs.fetchall()}
-
     def _table(self, curs: Curs, row: dict[str, Any] | None, item: Item) -> dict[str, Any]:
         event = item.event
         fresh = ({"table_id": item.originator_id, "name": event.name,
                   "currency": event.currency} if item.topic == Table.Created.TOPIC else None)
-        row = _versioned("table", row, item, fresh)
+        row = versioned("table", row, item, fresh)
         if isinstance(event, Table.Created | Table.Reopened):
             curs.execute(self._open, (item.originator_id, event.timestamp))
         elif isinstance(event, Table.Closed):
@@ -198,21 +190,6 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
                 raise InvariantBroken(f"table {item.originator_id} closed while not open "
                                       f"(notification {item.notification_id})")
         return row
-
-
-def _versioned(kind: str, row: dict[str, Any] | None, item: Item,
-               fresh: dict[str, Any] | None) -> dict[str, Any]:
-    """The row with the item's version checked and counted; ``fresh`` on creation."""
-    if fresh is not None:
-        if row is not None:
-            raise InvariantBroken(f"{kind} {item.originator_id} was created twice")
-        fresh["version"] = next_version(kind, item.originator_id, 0, item)
-        return fresh
-    if row is None:
-        raise InvariantBroken(f"{kind} {item.originator_id}: {item.topic} (notification "
-                              f"{item.notification_id}) arrived before it was created")
-    row["version"] = next_version(kind, item.originator_id, row["version"], item)
-    return row
 
 
 def _count(counts: dict[str, Any], fact: f.Fact, money: Money, item: Item) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
@@ -24,10 +24,10 @@ from psycopg.sql import SQL, Identifier
 from projections.base import TrackingConflict
 from projections.engine import Engine, Reader
 from projections.settings import (
-    BATCH_SIZE_MAX,
     POLL_INTERVAL_MAX_S,
     POLL_INTERVAL_MIN_S,
     GamingDay,
+    check_batch_size,
 )
 from projections.table_days import TableDaysView, stored_gaming_day
 
@@ -42,8 +42,7 @@ TRANSIENT = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg
 def run_worker(env: Mapping[str, str], stop: threading.Event, *, batch_size: int,
                poll_interval_s: float, log: logging.Logger) -> None:
     """Project the ledger's events until ``stop`` is set; see the module docstring."""
-    if type(batch_size) is not int or not 1 <= batch_size <= BATCH_SIZE_MAX:
-        raise ValueError(f"batch_size must be a whole number from 1 to {BATCH_SIZE_MAX}")
+    check_batch_size(batch_size)
     if not POLL_INTERVAL_MIN_S <= poll_interval_s <= POLL_INTERVAL_MAX_S:
         raise ValueError(f"poll_interval_s must be from {POLL_INTERVAL_MIN_S} to "
                          f"{POLL_INTERVAL_MAX_S} seconds")
@@ -101,7 +100,7 @@ def _check_gaming_day(engine: Engine, env: Mapping[str, str], log: logging.Logge
                             built.describe(), wanted.describe())
 
 
-def _retry(action: Any, log: logging.Logger) -> None:
+def _retry(action: Callable[[], None], log: logging.Logger) -> None:
     try:
         action()
     except TRANSIENT as error:

@@ -15,15 +15,18 @@ import pytest
 from api.database import DatabaseSettings
 from ledger.aggregates.account import Account
 from ledger.aggregates.ids import account_id
+from ledger.aggregates.round import Round
+from ledger.engine.facts import StakePlaced
 from ledger.errors import DecisionRefused, InvariantBroken, NotFound
 from ledger.rules import CASINO, CASINO_WILD
 from projections.base import Item
 from projections.queries import ReadModels
-from projections.settings import ProjectionSetupError
+from projections.settings import POLL_INTERVAL_MAX_S, ProjectionSetupError
 from projections.worker import run_worker
 from tests.integration.test_projections_support import (
     Casino,
     Clock,
+    Env,
     connect,
     engine,
     head,
@@ -32,7 +35,6 @@ from tests.integration.test_projections_support import (
 )
 from tests.scripted import SteeredShuffle
 
-Env = dict[str, str]
 T0 = datetime(2025, 3, 1, 10, 0, tzinfo=UTC)
 
 
@@ -252,20 +254,55 @@ def test_positions_show_the_lag_until_the_projections_catch_up(env: Env,
     casino.close()
 
 
-def test_an_event_skipped_by_the_reader_stops_the_projection_loudly(env: Env) -> None:
+def test_positions_before_the_ledger_has_its_table_are_all_zero(env: Env,
+                                                               reads: ReadModels) -> None:
+    assert reads.positions() == [{"projection": name, "position": 0, "ledger_head": 0,
+                                  "lag_events": 0}
+                                 for name in ("balances", "round_index", "table_days")]
+    with connect(env) as conn:
+        found = conn.execute("SELECT to_regclass('ledger_events') IS NOT NULL").fetchone()
+    assert found == (False,), "the read side must not create the ledger's table"
+
+
+def test_the_lag_counts_stored_events_up_to_its_limit_and_is_head_minus_position_beyond(
+        env: Env, reads: ReadModels, monkeypatch: pytest.MonkeyPatch) -> None:
+    casino = Casino.on(env)
+    casino.fund("P1")
+    with connect(env) as conn:  # an id drawn and never used: a gap in the log
+        conn.execute("SELECT nextval(pg_get_serial_sequence('ledger_events', 'notification_id'))")
+    casino.fund("P2")
+    events = head(env)
+    with connect(env) as conn:
+        row = conn.execute("SELECT count(*) FROM ledger_events").fetchone()
+    assert row is not None
+    stored = int(row[0])
+    assert stored == events - 1
+    monkeypatch.setattr("projections.engine.LAG_COUNT_MAX", stored + 1)
+    assert [p["lag_events"] for p in reads.positions()] == [stored] * 3
+    monkeypatch.setattr("projections.engine.LAG_COUNT_MAX", stored)
+    assert [p["lag_events"] for p in reads.positions()] == [events] * 3
+    casino.close()
+
+
+@pytest.mark.parametrize(("name", "skipped"), [
+    ("balances", Account.Posted.TOPIC),
+    ("round_index", Round.EVENT_FOR_FACT[StakePlaced].TOPIC),
+    ("table_days", Round.EVENT_FOR_FACT[StakePlaced].TOPIC),
+])
+def test_an_event_skipped_by_the_reader_stops_the_projection_loudly(env: Env, name: str,
+                                                                    skipped: str) -> None:
     casino = Casino.on(env)
     casino.fund("P1", "P2")
     casino.simple_round(casino.table("T1"))
-    with engine(env) as e:
-        balances = e.projections[0]
+    with engine(env, names=[name]) as e:
+        (projection,) = e.projections
         page = e.reader.page(0, 1000)
         items = [Item(n.id, n.originator_id, n.originator_version, n.topic,  # type: ignore[arg-type]
-                      e.reader.decode(n)) for n in page if balances.wants(n.topic)[0]]
-        posted = [i for i, item in enumerate(items) if item.topic == Account.Posted.TOPIC]
-        del items[posted[1]]
+                      e.reader.decode(n)) for n in page if projection.wants(n.topic)[0]]
+        del items[[item.topic for item in items].index(skipped)]
         with pytest.raises(InvariantBroken, match="skipped"):
-            balances.process_batch(items, 0, page[-1].id)
-        assert balances.view.position() == 0
+            projection.process_batch(items, 0, page[-1].id)
+        assert projection.view.position() == 0
     casino.close()
 
 
@@ -313,18 +350,17 @@ def test_the_worker_keeps_up_and_stops_cleanly_when_asked(
     table = casino.table("T1")
     stop = threading.Event()
     log = logging.getLogger("pitboss.test.worker")
+    # Polling alone would wait a minute: only the ledger's NOTIFY wakes the worker in time.
     worker = threading.Thread(target=run_worker, args=(env, stop), kwargs={
-        "batch_size": 50, "poll_interval_s": 0.5, "log": log})
+        "batch_size": 50, "poll_interval_s": POLL_INTERVAL_MAX_S, "log": log})
     with caplog.at_level(logging.INFO, logger=log.name):
         worker.start()
         try:
             for _ in range(3):
                 casino.simple_round(table)
                 events = head(env)
-                # Woken by the ledger's NOTIFY, well before the poll interval.
-                took = wait_until(lambda: min(positions(env).values()) >= events,  # noqa: B023
-                                  5.0, "projecting the round")
-                assert took < 0.5
+                wait_until(lambda: min(positions(env).values()) >= events,  # noqa: B023
+                           POLL_INTERVAL_MAX_S / 4, "projecting the round")
         finally:
             stop.set()
             worker.join(timeout=5)

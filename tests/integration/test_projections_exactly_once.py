@@ -1,5 +1,6 @@
 """Exactly once: a batch that dies before its commit leaves no trace, and the resume neither
-loses an event nor counts one twice; two workers on the same views never double count.
+loses an event nor counts one twice; two workers on the same views collide, one is refused,
+and neither double counts.
 
 "The same as a rebuild" is the yardstick: a view rebuilt from event zero in one pass must equal
 the view that survived the failures, row for row, and the balances must equal the aggregates.
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from ledger.rules import CASINO
+from projections.base import BatchProjection
 from projections.engine import NAMES
 from projections.queries import ReadModels
 from projections.rebuild import rebuild
@@ -30,6 +32,7 @@ from projections.worker import run_worker
 from tests.integration.test_projections_support import (
     WILD_HEAVY,
     Casino,
+    Env,
     dump,
     engine,
     head,
@@ -37,7 +40,6 @@ from tests.integration.test_projections_support import (
     wait_until,
 )
 
-Env = dict[str, str]
 ROOT = Path(__file__).resolve().parents[2]
 PLAYERS = ("P1", "P2", "P3")
 
@@ -65,11 +67,8 @@ def play(casino: Casino, rounds: int, seed: int) -> None:
 
 def assert_exact(env: Env, casino: Casino) -> None:
     """The views agree with the aggregates and with a rebuild from event zero."""
-    reads = ReadModels(env)
-    try:
+    with ReadModels(env) as reads:
         assert reads.check_balances(casino.ledger) == []
-    finally:
-        reads.close()
     survived = dump(env)
     for name in NAMES:
         rebuild(env, name, batch_size=1000)
@@ -104,26 +103,31 @@ def test_a_batch_that_fails_before_its_commit_leaves_no_trace_and_the_resume_cou
     assert_exact(env, casino)
 
 
-# The worker in a child process, every batch slowed down *inside* its transaction (after its
-# rows and tracking row are written, before the commit), announcing the position it is about
-# to commit. The test kills it with SIGKILL right after an announcement.
+# The worker in a child process, announcing *inside* each batch's transaction (after its rows
+# and tracking row are written, before the commit) the position it is about to commit. Its
+# KILLED_AT-th batch then never commits: it waits until the test kills it with SIGKILL.
+KILLED_AT = 4
 CHILD = """
-import json, logging, sys, threading, time
+import json, logging, sys, threading
+from itertools import count
 from psycopg.sql import SQL
 from projections.engine import PROJECTION_CLASSES
 from projections.worker import run_worker
 
-def slowed(apply):
-    def slow(self, curs, items):
+batches = count(1)
+
+def announcing(apply):
+    def announce(self, curs, items):
         apply(self, curs, items)
         curs.execute(SQL("SELECT notification_id FROM {} WHERE application_name = 'Ledger'")
                      .format(self.view.qualified("tracking")))
         print(self.name, curs.fetchone()["notification_id"], flush=True)
-        time.sleep(0.5)
-    return slow
+        if next(batches) == int(sys.argv[2]):
+            threading.Event().wait()
+    return announce
 
 for cls in PROJECTION_CLASSES:
-    cls.apply = slowed(cls.apply)
+    cls.apply = announcing(cls.apply)
 run_worker(json.loads(sys.argv[1]), threading.Event(), batch_size=15, poll_interval_s=0.1,
            log=logging.getLogger("child"))
 """
@@ -132,12 +136,13 @@ run_worker(json.loads(sys.argv[1]), threading.Event(), batch_size=15, poll_inter
 def test_a_worker_killed_between_its_writes_and_its_commit_resumes_exactly_once(
         env: Env, casino: Casino) -> None:
     play(casino, 6, seed=3)
-    with subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(env)], cwd=ROOT,
+    with subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(env), str(KILLED_AT)],
+                          cwd=ROOT,
                           stdout=subprocess.PIPE, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}) as child:
         try:
             assert child.stdout is not None
-            announced = [child.stdout.readline().split() for _ in range(4)]
+            announced = [child.stdout.readline().split() for _ in range(KILLED_AT)]
         finally:
             os.kill(child.pid, signal.SIGKILL)
             child.wait(timeout=10)
@@ -150,9 +155,25 @@ def test_a_worker_killed_between_its_writes_and_its_commit_resumes_exactly_once(
     assert_exact(env, casino)
 
 
-def test_two_workers_on_the_same_views_never_count_an_event_twice(
-        env: Env, casino: Casino, caplog: pytest.LogCaptureFixture) -> None:
+def test_two_workers_on_the_same_views_collide_and_never_count_an_event_twice(
+        env: Env, casino: Casino, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     ReadModels(env).close()  # create the views before the workers race to
+    # Each worker's first batch (balances, from 0) waits until the other worker has read its
+    # first page too, so both then try to move the balances view from 0 at once: one commits,
+    # and the compare-and-set refuses the other, whatever the timing.
+    both_read = threading.Barrier(2, timeout=60)
+    first_batch_done: set[int] = set()
+    process_batch = BatchProjection.process_batch
+
+    def meet_at_the_first_batch(self: BatchProjection[Any], items: Any, start: int,
+                                end: int) -> None:
+        if threading.get_ident() not in first_batch_done:
+            first_batch_done.add(threading.get_ident())
+            both_read.wait()
+        process_batch(self, items, start, end)
+
+    monkeypatch.setattr(BatchProjection, "process_batch", meet_at_the_first_batch)
     stop = threading.Event()
     log = logging.getLogger("pitboss.test.workers")
     workers = [threading.Thread(target=run_worker, args=(env, stop), kwargs={
@@ -168,6 +189,11 @@ def test_two_workers_on_the_same_views_never_count_an_event_twice(
             stop.set()
             for worker in workers:
                 worker.join(timeout=10)
+    monkeypatch.undo()
     assert not any(worker.is_alive() for worker in workers)
-
+    assert len(first_batch_done) == 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    refused_at_0 = [m for m in warnings if m.startswith("balances: the view is no longer at 0: "
+                                                        "another worker or a rebuild moved it")]
+    assert len(refused_at_0) == 1, warnings
     assert_exact(env, casino)

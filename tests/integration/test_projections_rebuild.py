@@ -23,6 +23,7 @@ from projections.worker import run_worker
 from tests.integration.test_projections_support import (
     WILD_HEAVY,
     Casino,
+    Env,
     connect,
     dump,
     engine,
@@ -31,7 +32,6 @@ from tests.integration.test_projections_support import (
     wait_until,
 )
 
-Env = dict[str, str]
 PLAYERS = ("P1", "P2", "P3", "P4")
 
 
@@ -112,11 +112,8 @@ def test_a_rebuild_swaps_in_under_a_running_worker_which_goes_on_from_the_new_vi
         stop.set()
         worker.join(timeout=10)
     assert all(report["swapped"] for report in reports)
-    reads = ReadModels(env)
-    try:
+    with ReadModels(env) as reads:
         assert reads.check_balances(casino.ledger) == []
-    finally:
-        reads.close()
     survived = dump(env)
     for name in NAMES:
         rebuild(env, name)

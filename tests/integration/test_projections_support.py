@@ -23,6 +23,7 @@ from ledger.rules import CASINO, CASINO_WILD, WILD21, RuleSet, TableLimits
 from ledger.sealing import ShoeSealer
 from projections.engine import NAMES, PROJECTION_CLASSES, Engine
 
+Env = dict[str, str]
 PARTS = {cls.name: cls.view_class.parts for cls in PROJECTION_CLASSES}
 # One deck and four wild cards: wild cards, forfeits and new shoes come often.
 WILD_HEAVY = CASINO_WILD.evolve(decks=1, wild_cards=4)
@@ -53,7 +54,7 @@ class Casino:
         self._prefix = uuid.uuid4().hex[:8]
 
     @classmethod
-    def on(cls, env: dict[str, str], *, seed: int | None = None, clock: Any = None,
+    def on(cls, env: Env, *, seed: int | None = None, clock: Any = None,
            randbelow: Any = None, shoe_key: bytes | None = None) -> Casino:
         kwargs: dict[str, Any] = {}
         if clock is not None:
@@ -176,7 +177,7 @@ class Casino:
         self.ledger.close()
 
 
-def connect(env: dict[str, str]) -> psycopg.Connection[Any]:
+def connect(env: Env) -> psycopg.Connection[Any]:
     conn = psycopg.connect(host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"],
                            dbname=env["POSTGRES_DBNAME"], user=env["POSTGRES_USER"],
                            password=env["POSTGRES_PASSWORD"], autocommit=True)
@@ -185,7 +186,7 @@ def connect(env: dict[str, str]) -> psycopg.Connection[Any]:
     return conn
 
 
-def dump(env: dict[str, str], names: Sequence[str] = NAMES) -> dict[str, list[tuple[Any, ...]]]:
+def dump(env: Env, names: Sequence[str] = NAMES) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every live view table, sorted: equal dumps mean identical views."""
     out: dict[str, list[tuple[Any, ...]]] = {}
     with connect(env) as conn:
@@ -198,7 +199,7 @@ def dump(env: dict[str, str], names: Sequence[str] = NAMES) -> dict[str, list[tu
     return out
 
 
-def positions(env: dict[str, str]) -> dict[str, int]:
+def positions(env: Env) -> dict[str, int]:
     with connect(env) as conn:
         return {name: (conn.execute(sql.SQL(
             "SELECT notification_id FROM {} WHERE application_name = 'Ledger'").format(
@@ -207,7 +208,7 @@ def positions(env: dict[str, str]) -> dict[str, int]:
 
 
 @contextmanager
-def engine(env: dict[str, str], **kwargs: Any) -> Iterator[Engine]:
+def engine(env: Env, **kwargs: Any) -> Iterator[Engine]:
     e = Engine(env, **kwargs)
     try:
         yield e
@@ -226,7 +227,7 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0,
     return time.monotonic() - started
 
 
-def head(env: dict[str, str]) -> int:
+def head(env: Env) -> int:
     with connect(env) as conn:
         row = conn.execute("SELECT coalesce(max(notification_id), 0) FROM ledger_events"
                            ).fetchone()

@@ -19,9 +19,8 @@ from projections.queries import ReadModels
 from projections.rebuild import rebuild
 from projections.settings import GamingDay, ProjectionSetupError
 from projections.worker import run_worker
-from tests.integration.test_projections_support import Casino, Clock, engine
+from tests.integration.test_projections_support import Casino, Clock, Env, engine
 
-Env = dict[str, str]
 NEW_YORK = ZoneInfo("America/New_York")
 
 
@@ -120,11 +119,8 @@ def test_days_the_table_was_open_without_a_round_say_no_activity(week: Week,
 def test_a_changed_gaming_day_applies_after_a_rebuild(week: Week, env: Env) -> None:
     utc_env = {**env, "PITBOSS_GAMING_DAY_TZ": "UTC", "PITBOSS_GAMING_DAY_START": "12:00"}
     rebuild(utc_env, "table_days")
-    reads = ReadModels(env)  # whatever the reader's environment says, the view decides
-    try:
+    with ReadModels(env) as reads:  # whatever the reader's environment says, the view decides
         days = by_day(reads.table_day_report(week.table, date(2025, 3, 3), date(2025, 3, 5)))
-    finally:
-        reads.close()
     assert days["2025-03-03"]["starts_at"] == "2025-03-03T12:00:00+00:00"
     # 05:59 and 06:00 New York on the 4th (10:59Z, 11:00Z) now both fall before noon UTC:
     # the gaming day of the 3rd; the overnight round (10:58Z on the 5th) that of the 4th.
