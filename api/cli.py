@@ -34,6 +34,15 @@ from api.replay_text import render
 from api.secrets_files import ShoeKeyError, default_keys_file, load_shoe_key
 from api.services import prepare_store
 from api.simulate import Keys, SimulationError, TablePlay
+from projections.engine import NAMES
+from projections.rebuild import rebuild as rebuild_projection
+from projections.settings import (
+    BATCH_SIZE_DEFAULT,
+    BATCH_SIZE_MAX,
+    POLL_INTERVAL_MAX_S,
+    POLL_INTERVAL_MIN_S,
+)
+from projections.worker import run_worker
 
 # deploy/ sits next to the packages in a source checkout (the editable install of `make run`).
 _REPO_GUNICORN_CONFIG = Path(__file__).resolve().parent.parent / "deploy" / "gunicorn.conf.py"
@@ -160,17 +169,15 @@ def db_stop(data_dir: Path) -> None:
 
 
 @main.command()
-@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 10_000),
-              envvar="PITBOSS_PROJECTION_BATCH_SIZE", help="events applied per transaction")
+@click.option("--batch-size", default=BATCH_SIZE_DEFAULT, show_default=True,
+              type=click.IntRange(1, BATCH_SIZE_MAX), envvar="PITBOSS_PROJECTION_BATCH_SIZE",
+              help="events applied per transaction")
 @click.option("--poll-interval", "poll_interval_s", default=1.0, show_default=True,
-              type=click.FloatRange(0.01, 60.0), envvar="PITBOSS_PROJECTION_POLL_INTERVAL_S",
+              type=click.FloatRange(POLL_INTERVAL_MIN_S, POLL_INTERVAL_MAX_S),
+              envvar="PITBOSS_PROJECTION_POLL_INTERVAL_S",
               help="seconds between looks when idle (a NOTIFY wakes it sooner)")
 def project(batch_size: int, poll_interval_s: float) -> None:
     """Run the projection worker: keep the read models up to date until SIGTERM or Ctrl-C."""
-    try:
-        from projections.worker import run_worker
-    except ImportError as exc:  # pragma: no cover (the projections ship with the package)
-        raise click.ClickException(f"the projection worker is not installed: {exc}") from exc
     try:
         settings = resolve_database(os.environ)
     except DatabaseSetupError as exc:
@@ -182,13 +189,11 @@ def project(batch_size: int, poll_interval_s: float) -> None:
 
 
 @main.command()
-@click.argument("name", type=click.Choice(["balances", "round_index", "table_days"]))
-@click.option("--batch-size", default=1000, show_default=True, type=click.IntRange(1, 10_000),
-              help="events per transaction")
+@click.argument("name", type=click.Choice(NAMES))
+@click.option("--batch-size", default=BATCH_SIZE_DEFAULT, show_default=True,
+              type=click.IntRange(1, BATCH_SIZE_MAX), help="events per transaction")
 def rebuild(name: str, batch_size: int) -> None:
     """Rebuild projection NAME from event zero into fresh tables and swap it in."""
-    from projections.rebuild import rebuild as rebuild_projection
-
     env = _projection_env()
     stop = threading.Event()
     with _stopping_on_signals(stop):
