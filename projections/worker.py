@@ -6,7 +6,8 @@ moment loses nothing and counts nothing twice; the next start resumes from the t
 When it has caught up it waits for the ledger's ``NOTIFY`` (every save sends one) or at most
 ``poll_interval_s``, so new events are projected within milliseconds, and polling still works
 if the ``LISTEN`` connection is lost. Database outages are retried with a capped backoff.
-Positions and lags are logged every ``REPORT_INTERVAL_S`` and when the worker stops.
+Positions and lags are logged when the worker starts and stops, and every
+``REPORT_INTERVAL_S`` in which it projected something.
 """
 
 from __future__ import annotations
@@ -80,8 +81,9 @@ def _loop(engine: Engine, waker: Waker, stop: threading.Event, batch_size: int,
         read += n
         now = time.monotonic()
         if now - reported >= REPORT_INTERVAL_S:
-            rate = read / (now - reported)
-            _log_positions(engine, log, f"projected {read} events ({rate:.0f}/s)")
+            if read:  # quiet while idle
+                _log_positions(engine, log, f"projected {read} events in the last "
+                                            f"{now - reported:.0f} s")
             reported, read = now, 0
         if n < batch_size:
             waker.wait(poll_interval_s, stop)

@@ -372,6 +372,33 @@ def test_the_worker_keeps_up_and_stops_cleanly_when_asked(
     casino.close()
 
 
+def test_the_worker_reports_what_it_projected_and_is_quiet_while_idle(
+        env: Env, reads: ReadModels, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("projections.worker.REPORT_INTERVAL_S", 0.05)
+    casino = Casino.on(env)
+    casino.fund("P1", "P2")
+    events = head(env)
+    stop = threading.Event()
+    log = logging.getLogger("pitboss.test.worker")
+    worker = threading.Thread(target=run_worker, args=(env, stop), kwargs={
+        "batch_size": 50, "poll_interval_s": 0.01, "log": log})
+    with caplog.at_level(logging.INFO, logger=log.name):
+        worker.start()
+        try:
+            wait_until(lambda: min(positions(env).values()) >= events, 15.0, "the catch-up")
+            stop.wait(0.5)  # ten report intervals with nothing to project
+        finally:
+            stop.set()
+            worker.join(timeout=5)
+    reports = [r.getMessage() for r in caplog.records
+               if r.getMessage().startswith("projected ")]
+    assert reports, "no report of the catch-up"
+    assert reports[0].startswith(f"projected {events} events in the last ")
+    assert all(not m.startswith("projected 0 ") for m in reports), reports
+    casino.close()
+
+
 def test_the_worker_refuses_batches_and_polls_out_of_range(env: Env) -> None:
     log = logging.getLogger("pitboss.test.worker")
     with pytest.raises(ValueError, match="batch_size"):
