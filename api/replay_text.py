@@ -89,9 +89,16 @@ def table(state: Mapping[str, Any]) -> list[str]:
                                          or len(b["hands"]) > 1 else "")
             stakes = ", ".join(f"{p} {a}" for p, a in h["stakes"].items())
             total = f"{'soft ' if h['soft'] else ''}{h['total']}" if h["cards"] else ""
-            lines.append(f"      {label:<7} {cards(h['cards']):<24} {total:<8} {h['status']:<11}"
+            lines.append(f"      {label:<7} {cards(h['cards']):<24} {total:<8} {status(h):<11}"
                          f" {stakes}")
     return lines
+
+
+def status(hand: Mapping[str, Any]) -> str:
+    """A hand's standing: bust, surrendered or forfeited; else doubled, stood or still live."""
+    if hand["status"] != "live":
+        return str(hand["status"])
+    return "doubled" if hand["doubled"] else "stood" if hand["stood"] else "live"
 
 
 def render(frames: Iterable[Mapping[str, Any]]) -> list[str]:
