@@ -91,7 +91,7 @@ def http_exception_problem(error: HTTPException) -> Response:
         # webargs (through flask-smorest) attaches the schema's messages by location.
         errors = flatten_messages(data["messages"])
         extensions["errors"] = errors
-        extensions["rule"] = "R-M4" if "Idempotency-Key" in errors else None
+        extensions["rule"] = _rule_of(errors)
         detail = "The request does not fit its schema: " + "; ".join(
             f"{name}: {' '.join(messages)}" for name, messages in sorted(errors.items())
         )
@@ -107,6 +107,16 @@ def http_exception_problem(error: HTTPException) -> Response:
         headers["Retry-After"] = str(RETRY_AFTER_S)
     return problem(status, error.name, error.description or error.name, headers=headers,
                    **extensions)
+
+
+def _rule_of(errors: Mapping[str, list[str]]) -> str | None:
+    """The rule a schema refusal enforces, where one does: an amount is a whole number of
+    minor units (R-M1); a change names its request (R-M4). Other fields are format only."""
+    if "Idempotency-Key" in errors:
+        return "R-M4"
+    if any(name.rsplit(".", 1)[-1] == "amount" for name in errors):
+        return "R-M1"
+    return None
 
 
 def flatten_messages(messages: object) -> dict[str, list[str]]:

@@ -140,6 +140,7 @@ def test_a_body_over_the_cap_is_413(http):
 def test_a_body_off_its_schema_is_422_naming_the_field(desk, body, field):
     response = problem_of(stake(desk, **body), 422)
     assert field in response["errors"], response
+    assert response["rule"] == ("R-M1" if field == "amount" else None)  # amounts: minor units
 
 
 def test_a_body_that_is_not_an_object_is_422(desk):
