@@ -218,13 +218,16 @@ class Engine:
                               event))
         return items
 
-    def catch_up(self, batch_size: int, *, is_stopping: Callable[[], bool] = lambda: False
-                 ) -> int:
-        """Apply pages until one comes back short (the head, as of that read)."""
+    def catch_up(self, batch_size: int, *, is_stopping: Callable[[], bool] = lambda: False,
+                 on_page: Callable[[int], None] | None = None) -> int:
+        """Apply pages until one comes back short (the head, as of that read); ``on_page``
+        is told the events read so far after each page."""
         read = 0
         while not is_stopping():
             n = self.step(batch_size)
             read += n
+            if on_page is not None:
+                on_page(read)
             if n < batch_size:
                 break
         return read

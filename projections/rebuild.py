@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from psycopg.sql import SQL, Identifier
@@ -31,6 +31,7 @@ from projections.engine import Engine, Reader, build_projection, ddl_lock, proje
 from projections.settings import BATCH_SIZE_DEFAULT, GamingDay
 
 SWAP_LOCK_TIMEOUT_S = 10
+PROGRESS_INTERVAL_S = 5.0  # a long rebuild says how far it got this often
 
 _log = logging.getLogger("pitboss.projections")
 
@@ -47,8 +48,11 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
     reader = Reader(env)
     try:
         with Engine(env, names=[name], generation=NEXT, fresh=True, reader=reader) as building:
-            log.info("rebuilding %s from event 0 into fresh tables", name)
-            read = building.catch_up(batch_size, is_stopping=stopping)
+            target = reader.head()
+            log.info("rebuilding %s from event 0 into fresh tables, up to notification %d "
+                     "and what is written meanwhile", name, target)
+            read = building.catch_up(batch_size, is_stopping=stopping,
+                                     on_page=_progress(building, name, target, log))
             if stopping():
                 log.warning("rebuild of %s stopped before the swap; the live view is unchanged",
                             name)
@@ -70,6 +74,25 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
         reader.close()
     return {"projection": name, "events_read": read, "swapped": True, "position": position,
             "seconds": round(time.monotonic() - started, 3)}
+
+
+def _progress(building: Engine, name: str, target: int, log: logging.Logger
+              ) -> Callable[[int], None]:
+    """Log the rebuild's position every PROGRESS_INTERVAL_S, against the head it started at."""
+    started = last = time.monotonic()
+
+    def report(read: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < PROGRESS_INTERVAL_S:
+            return
+        last = now
+        position = building.position(name)
+        log.info("rebuilding %s: at notification %d of %d (%d%%), %d events read, %.0f/s",
+                 name, position, target, 100 * min(position, target) // max(target, 1), read,
+                 read / (now - started))
+
+    return report
 
 
 def swap(fresh: View, live: View) -> None:

@@ -133,6 +133,24 @@ def test_a_rebuild_stopped_before_the_swap_leaves_the_live_view_alone(
     assert dump(env, ["balances"]) == live
 
 
+def test_a_rebuild_reports_its_progress_against_the_head_it_started_at(
+        env: Env, casino: Casino, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    casino.simple_round(casino.table("Main", CASINO))
+    events = head(env)
+    monkeypatch.setattr("projections.rebuild.PROGRESS_INTERVAL_S", 0.0)
+    log = logging.getLogger("pitboss.test.rebuild")
+    with caplog.at_level(logging.INFO, logger=log.name):
+        rebuild(env, "balances", batch_size=5, log=log)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(
+        "rebuilding balances: at notification ")]
+    positions_seen = [int(line.split()[4]) for line in lines]
+    assert len(positions_seen) >= events // 5
+    assert positions_seen == sorted(positions_seen)
+    assert all(f" of {events} (" in line for line in lines)
+    assert f"at notification {events} of {events} (100%)" in lines[-1]
+
+
 def test_an_unknown_projection_cannot_be_rebuilt(env: Env) -> None:
     with pytest.raises(ProjectionSetupError, match="there is no projection 'ledger'"):
         rebuild(env, "ledger")
