@@ -101,13 +101,19 @@ def house(table_id: UUID) -> dict[str, Any]:
 def chain(query: dict[str, Any]) -> dict[str, Any]:
     """Walk the event store's hash chain: every stored event is recomputed against its link.
 
-    Give ``expected_head`` (a head kept outside the database) to check nothing was appended
-    behind it either. This reads every event: it takes a while on a large store.
+    At most ``limit`` rows per request: a longer chain is walked in parts, each from the
+    ``next_after`` of the part before, until ``complete``. Give a head kept outside the
+    database (``expected_head``, and ``expected_at``, the notification id it was taken at) to
+    prove that nothing up to that event was changed, removed or inserted since, however many
+    events came after it. ``pitboss chain`` walks it all against the database.
     """
-    report = verify_chain(_recorder(), expected_head=query.get("expected_head"))
+    report = verify_chain(_recorder(), after=query["after"], limit=query["limit"],
+                          expected_head=query.get("expected_head"),
+                          expected_at=query.get("expected_at"))
     return {"rows": report.rows, "head": report.head,
             "head_notification_id": report.head_notification_id, "intact": report.intact,
-            "findings": report.findings}
+            "findings": report.findings, "complete": report.complete,
+            "next_after": report.next_after}
 
 
 @blp.route("/chain/head", methods=["GET"])

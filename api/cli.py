@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,6 +35,9 @@ from api.replay_text import render
 from api.secrets_files import ShoeKeyError, default_keys_file, load_shoe_key
 from api.services import prepare_store
 from api.simulate import Keys, SimulationError, TablePlay
+from ledger.application import GameLedger
+from ledger.errors import LedgerError
+from ledger.storage import CHAIN_PAGE_ROWS, LedgerRecorder, chain_head, verify_chain
 from projections.engine import NAMES
 from projections.rebuild import rebuild as rebuild_projection
 from projections.settings import (
@@ -395,9 +399,17 @@ def replay(round_id: UUID, url: str | None, api_key: str | None) -> None:
 
 
 def _replay_from_database(round_id: UUID) -> list[dict[str, Any]]:
-    from ledger.application import GameLedger
-    from ledger.errors import LedgerError
+    with _database_ledger() as ledger:
+        try:
+            return ledger.replay(round_id)
+        except LedgerError as exc:
+            raise click.ClickException(str(exc)) from exc
 
+
+@contextmanager
+def _database_ledger() -> Iterator[GameLedger]:
+    """A ledger reading the database directly (as `pitboss db check` finds it), creating
+    nothing."""
     try:
         settings = resolve_database(os.environ)
     except DatabaseSetupError as exc:
@@ -406,11 +418,57 @@ def _replay_from_database(round_id: UUID) -> list[dict[str, Any]]:
     env["CREATE_TABLE"] = "n"
     ledger = GameLedger(env=env)
     try:
-        return ledger.replay(round_id)
-    except LedgerError as exc:
-        raise click.ClickException(str(exc)) from exc
+        yield ledger
     finally:
         ledger.close()
+
+
+def _head_hash(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+    if value is not None and re.fullmatch(r"[0-9a-f]{64}", value) is None:
+        raise click.BadParameter("a head hash is 64 lowercase hexadecimal digits")
+    return value
+
+
+@main.command()
+@click.option("--expected-head", default=None, callback=_head_hash,
+              help="a head kept outside the database (GET /audit/chain/head)")
+@click.option("--expected-at", default=None, type=click.IntRange(min=1),
+              help="the notification id it was taken at; without it, the walk must end on "
+                   "the kept head")
+def chain(expected_head: str | None, expected_at: int | None) -> None:
+    """Walk the event store's hash chain in the database, every event recomputed against its
+    link, with a progress bar. Exits with status 1 if the record was altered."""
+    if expected_at is not None and expected_head is None:
+        raise click.UsageError("--expected-at names where --expected-head was taken: give both")
+    with _database_ledger() as ledger:
+        recorder = ledger.recorder
+        if not isinstance(recorder, LedgerRecorder):
+            raise click.ClickException("the ledger does not store in PostgreSQL")
+        last_id, _ = chain_head(recorder)
+        with click.progressbar(length=last_id, label="walking the chain",
+                               file=sys.stderr) as bar:
+            shown = 0
+
+            def on_row(notification_id: int) -> None:
+                nonlocal shown
+                if notification_id - shown >= CHAIN_PAGE_ROWS:
+                    bar.update(notification_id - shown)
+                    shown = notification_id
+
+            report = verify_chain(recorder, expected_head=expected_head,
+                                  expected_at=expected_at, on_row=on_row)
+            bar.update(max(last_id - shown, 0))
+    click.echo(f"{report.rows:,} events checked, up to notification "
+               f"{report.head_notification_id}; head {report.head}")
+    if report.intact:
+        kept = "" if expected_head is None else (
+            f": the link at notification {expected_at} is the one kept outside"
+            if expected_at is not None else ": the head is the one kept outside")
+        click.echo("intact" + kept)
+        return
+    for finding in report.findings:
+        click.echo(f"BROKEN: {finding}")
+    raise SystemExit(1)
 
 
 # --- the demo of `make run` ------------------------------------------------------------------

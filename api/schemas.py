@@ -13,7 +13,7 @@ from dataclasses import fields as dataclass_fields
 from functools import cache
 from typing import Any, Final
 
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
 from ledger.application import NAME_MAX_CHARS, PAGE_SIZE_MAX, REQUEST_ID_MAX_CHARS
 from ledger.engine.machine import REASON_MAX_CHARS
@@ -25,6 +25,7 @@ from ledger.rules import (
     RATIO_FIELDS,
     RuleSet,
 )
+from ledger.storage import CHAIN_WALK_ROWS_DEFAULT, CHAIN_WALK_ROWS_MAX
 
 AMOUNT_MAX: Final = 10**12
 BOX_MAX: Final = 12
@@ -313,9 +314,30 @@ class TableRoundsQuerySchema(Schema):
 
 
 class ChainQuerySchema(Schema):
+    after = QueryWholeNumber(
+        load_default=0, validate=validate.Range(0, 2**63 - 1),
+        metadata={"description": "Walk from the event after this notification id: 0 for the "
+                                 "start, else a `next_after` of the part before."})
+    limit = QueryWholeNumber(
+        load_default=CHAIN_WALK_ROWS_DEFAULT, validate=validate.Range(1, CHAIN_WALK_ROWS_MAX),
+        metadata={"description": f"Rows checked in this request, at most "
+                                 f"{CHAIN_WALK_ROWS_MAX:,}; a longer chain is walked in parts "
+                                 "(`next_after`)."})
     expected_head = fields.String(
         validate=FullMatch(r"^[0-9a-f]{64}$"),
-        metadata={"description": "A head hash kept outside the database, to compare."})
+        metadata={"description": "A head kept outside the database (`/audit/chain/head`): "
+                                 "the link recomputed at `expected_at` must be this one."})
+    expected_at = QueryWholeNumber(
+        validate=validate.Range(1, 2**63 - 1),
+        metadata={"description": "The notification id the kept head was taken at. Without "
+                                 "it, the kept head must be the last link once the walk is "
+                                 "complete (nothing appended since)."})
+
+    @validates_schema
+    def _kept_together(self, data: dict[str, Any], **_: Any) -> None:
+        if "expected_at" in data and "expected_head" not in data:
+            raise ValidationError("It names where expected_head was taken: give both.",
+                                  "expected_at")
 
 
 # --- responses -------------------------------------------------------------------------------
@@ -542,10 +564,15 @@ class ShoeSchema(Out):
 
 class ChainReportSchema(Out):
     rows = fields.Integer(required=True)
-    head = fields.String(required=True)
+    head = fields.String(required=True, metadata={
+        "description": "The link recomputed for the last row checked."})
     head_notification_id = fields.Integer(required=True)
     intact = fields.Boolean(required=True)
     findings = fields.List(fields.String(), required=True)
+    complete = fields.Boolean(required=True, metadata={
+        "description": "Whether the walk reached the last stored event."})
+    next_after = fields.Integer(required=True, allow_none=True, metadata={
+        "description": "Pass as after= for the next part; null once complete or broken."})
 
 
 class ChainHeadSchema(Out):

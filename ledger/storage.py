@@ -36,7 +36,7 @@ import contextlib
 import hashlib
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 from uuid import UUID
@@ -67,7 +67,10 @@ from psycopg.pq import Format
 from psycopg.rows import tuple_row
 
 GENESIS = b"\x00" * 32
-CHAIN_PAGE_ROWS = 5000
+CHAIN_PAGE_ROWS = 5000  # read per query while walking the chain
+# Rows one request of the audit API walks: by default, and at most.
+CHAIN_WALK_ROWS_DEFAULT = 100_000
+CHAIN_WALK_ROWS_MAX = 1_000_000
 APPENDERS_MAX = 4  # connections kept for appending, per recorder
 
 
@@ -435,24 +438,31 @@ def link(previous: bytes, originator_id: UUID, version: int, topic: str, state: 
 
 @dataclass(frozen=True)
 class ChainReport:
-    """The result of walking the chain: rows checked, the head, and what did not match."""
+    """The result of walking (part of) the chain: rows checked, the link reached, what did not
+    match, and whether the walk reached the last row (else it goes on after ``next_after``)."""
 
     rows: int
     head: str
     head_notification_id: int
     findings: list[str]
+    complete: bool = True
 
     @property
     def intact(self) -> bool:
         return not self.findings
 
+    @property
+    def next_after(self) -> int | None:
+        """Where the next part of the walk starts (``after=``); None once complete."""
+        return None if self.complete or self.findings else self.head_notification_id
 
-def _rows(recorder: LedgerRecorder) -> Iterator[dict[str, Any]]:
+
+def _rows(recorder: LedgerRecorder, after: int) -> Iterator[dict[str, Any]]:
     statement = (
         "SELECT notification_id, originator_id, originator_version, topic, state, chain_hash "
         f"FROM {recorder.qualified_table} WHERE notification_id > %s "
         "ORDER BY notification_id LIMIT %s")
-    last = 0
+    last = after
     while True:
         with recorder.datastore.transaction(commit=False) as curs:
             curs.execute(statement, (last, CHAIN_PAGE_ROWS))
@@ -463,13 +473,33 @@ def _rows(recorder: LedgerRecorder) -> Iterator[dict[str, Any]]:
         last = page[-1]["notification_id"]
 
 
-def verify_chain(recorder: LedgerRecorder, *, expected_head: str | None = None) -> ChainReport:
-    """Recompute every link; report the first break and whether the head is as expected."""
-    previous = GENESIS
+def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None = None,
+                 expected_head: str | None = None, expected_at: int | None = None,
+                 on_row: Callable[[int], None] | None = None) -> ChainReport:
+    """Recompute every link after notification ``after`` (from the genesis, or from the link
+    stored with that event), ``limit`` rows at most, and report the first break.
+
+    ``expected_head`` is a link kept outside the database: the one of the event at
+    notification ``expected_at``, which must then match however many events came after it;
+    without ``expected_at``, the last one, once the walk is complete. ``on_row`` is told each
+    notification id checked. Walking the parts in order, each from where the last one
+    stopped, checks the whole chain: each part starts from the link the one before
+    recomputed."""
+    previous = GENESIS if after == 0 else _stored_link(recorder, after)
+    if previous is None:
+        return ChainReport(rows=0, head="", head_notification_id=after, complete=False,
+                           findings=[f"there is no event at notification {after} to start "
+                                     "after: start after 0, or after an id a walk reported"])
+    pending = expected_at if expected_head is not None and expected_at is not None \
+        and expected_at > after else None
     rows = 0
-    last_id = 0
+    last_id = after
     findings: list[str] = []
-    for row in _rows(recorder):
+    complete = True
+    for row in _rows(recorder, after):
+        if limit is not None and rows == limit:
+            complete = False
+            break
         rows += 1
         last_id = row["notification_id"]
         expected = link(previous, row["originator_id"], row["originator_version"],
@@ -481,10 +511,41 @@ def verify_chain(recorder: LedgerRecorder, *, expected_head: str | None = None) 
                             "or one before it was altered")
             break
         previous = expected
+        if pending is not None and last_id >= pending:
+            findings += _kept_head_findings(pending, last_id, expected.hex(), expected_head)
+            pending = None
+            if findings:
+                break
+        if on_row is not None:
+            on_row(last_id)
     head = previous.hex()
-    if expected_head is not None and not findings and expected_head != head:
-        findings.append(f"the chain head is {head}, not the {expected_head} kept outside")
-    return ChainReport(rows=rows, head=head, head_notification_id=last_id, findings=findings)
+    if complete and not findings and expected_head is not None:
+        if pending is not None:
+            findings.append(f"there is no event at notification {pending}, where the head "
+                            "kept outside was taken")
+        elif expected_at is None and expected_head != head:
+            findings.append(f"the chain head is {head}, not the {expected_head} kept outside")
+    return ChainReport(rows=rows, head=head, head_notification_id=last_id, findings=findings,
+                       complete=complete)
+
+
+def _kept_head_findings(at: int, reached: int, recomputed: str, kept: str | None) -> list[str]:
+    if reached != at:
+        return [f"there is no event at notification {at}, where the head kept outside was "
+                "taken: it was removed, or the id is not the one kept with it"]
+    if recomputed != kept:
+        return [f"the link at notification {at} is {recomputed}, not the {kept} kept outside: "
+                "the record up to it was altered"]
+    return []
+
+
+def _stored_link(recorder: LedgerRecorder, notification_id: int) -> bytes | None:
+    statement = (f"SELECT chain_hash FROM {recorder.qualified_table} "
+                 "WHERE notification_id = %s")
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute(statement, (notification_id,))
+        row = curs.fetchone()
+    return None if row is None or row["chain_hash"] is None else bytes(row["chain_hash"])
 
 
 def newest_with_topic(recorder: LedgerRecorder, topic: str) -> UUID | None:

@@ -222,6 +222,39 @@ def test_replay_reads_the_database_directly(make_app, database, monkeypatch):
     assert "no round" in missing.output
 
 
+def test_the_chain_command_walks_the_database_and_fails_on_another_head(
+        make_app, database, monkeypatch):
+    app = make_app()
+    http = Http(app.test_client())
+    from tests.e2e.conftest import Desk
+
+    Desk(http).round()
+    head = http.ok(http.get("/audit/chain/head", role="auditor"))
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", app.extensions["pitboss"].env["POSTGRES_SCHEMA"])
+    result = CliRunner().invoke(main, ["chain", "--expected-head", head["head"]])
+    assert result.exit_code == 0, result.output
+    assert f"up to notification {head['notification_id']}; head {head['head']}" in result.stdout
+    assert "intact: the head is the one kept outside" in result.stdout
+    other = "0" * 64
+    moved = CliRunner().invoke(main, ["chain", "--expected-head", other])
+    assert moved.exit_code == 1
+    assert f"BROKEN: the chain head is {head['head']}, not the {other}" in moved.stdout
+    malformed = CliRunner().invoke(main, ["chain", "--expected-head", "abc"])
+    assert malformed.exit_code == 2
+    assert "64 lowercase hexadecimal digits" in malformed.output
+    # The ledger goes on: the head kept still proves what came before it.
+    http.ok(http.post("/accounts/P1/buy-in", {"amount": 10}, role="cashier"))
+    kept = ["--expected-head", head["head"], "--expected-at", str(head["notification_id"])]
+    later = CliRunner().invoke(main, ["chain", *kept])
+    assert later.exit_code == 0, later.output
+    assert (f"intact: the link at notification {head['notification_id']} is the one kept "
+            "outside") in later.stdout
+    alone = CliRunner().invoke(main, ["chain", "--expected-at", "1"])
+    assert alone.exit_code == 2
+    assert "give both" in alone.output
+
+
 def test_the_simulated_players_follow_the_legal_list():
     state: dict[str, Any] = {"phase": "playing", "legal": [
         {"decision": "stand", "player": "A", "box": 1, "hand": 0},

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from tests.e2e.conftest import NAMES, Desk, Http
+from ledger.storage import CHAIN_WALK_ROWS_MAX
+from tests.e2e.conftest import NAMES, Desk, Http, problem_of
 from tests.scripted import SteeredShuffle
 
 
@@ -270,6 +272,44 @@ def test_the_event_store_chain_verifies_and_its_head_moves_with_each_event(make_
     moved = http.ok(http.get("/audit/chain", expected_head=head["head"]))
     assert not moved["intact"]
     assert "not the" in moved["findings"][0]
+    # Taken at its notification id, the kept head still proves everything up to it.
+    kept = {"expected_head": head["head"], "expected_at": head["notification_id"]}
+    since = http.ok(http.get("/audit/chain", **kept))
+    assert since["intact"], since["findings"]
+    assert since["head_notification_id"] > head["notification_id"]
+    other = http.ok(http.get("/audit/chain", **{**kept, "expected_head": "0" * 64}))
+    assert other["findings"] == [
+        f"the link at notification {head['notification_id']} is {head['head']}, not the "
+        f"{'0' * 64} kept outside: the record up to it was altered"]
+    alone = problem_of(http.get("/audit/chain", expected_at=head["notification_id"]), 422)
+    assert "expected_at" in alone["errors"]
+
+
+def test_a_long_chain_is_walked_in_parts_that_add_up_to_the_whole(make_app):
+    desk = desk_with(make_app, "")
+    http = desk.http
+    desk.round()
+    whole = http.ok(http.get("/audit/chain"))
+    assert (whole["complete"], whole["next_after"]) == (True, None)
+    parts: list[dict[str, Any]] = []
+    after: int | None = 0
+    while after is not None:
+        part = http.ok(http.get("/audit/chain", after=after, limit=4,
+                                expected_head=whole["head"]))
+        assert part["intact"], part["findings"]
+        assert part["rows"] <= 4
+        parts.append(part)
+        after = part["next_after"]
+    assert len(parts) == -(-whole["rows"] // 4)
+    assert sum(p["rows"] for p in parts) == whole["rows"]
+    assert [p["complete"] for p in parts] == [False] * (len(parts) - 1) + [True]
+    assert (parts[-1]["head"], parts[-1]["head_notification_id"]) == (
+        whole["head"], whole["head_notification_id"])
+    problem = http.get("/audit/chain", limit=CHAIN_WALK_ROWS_MAX + 1)
+    assert "limit" in problem_of(problem, 422)["errors"]
+    nowhere = http.ok(http.get("/audit/chain", after=whole["head_notification_id"] + 10))
+    assert not nowhere["intact"]
+    assert "there is no event at notification" in nowhere["findings"][0]
 
 
 def test_whoami_names_the_key_holder_and_role(http):

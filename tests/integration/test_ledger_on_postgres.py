@@ -17,7 +17,7 @@ from ledger.application import GameLedger
 from ledger.errors import Conflict
 from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
-from ledger.storage import chain_head, verify_chain
+from ledger.storage import GENESIS, LedgerRecorder, chain_head, link, verify_chain
 from tests.scripted import SteeredShuffle
 
 NewEnv = Callable[[], dict[str, str]]
@@ -150,6 +150,43 @@ def test_the_hash_chain_exposes_an_altered_event(
     tampered = verify_chain(app.recorder)  # type: ignore[arg-type]
     assert not tampered.intact
     assert "does not match the chain" in tampered.findings[0]
+    # Walked in parts of two rows, the part holding the first altered event reports it.
+    after: int | None = 0
+    while after is not None:
+        part = verify_chain(app.recorder, after=after, limit=2)  # type: ignore[arg-type]
+        after = part.next_after
+    assert part.findings == tampered.findings
+    assert part.head_notification_id == tampered.head_notification_id
+
+
+def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    app = ledgers()
+    open_round(app)
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    kept_at, kept = chain_head(recorder)
+    app.buy_in("later", "cashier", "P1", 50)  # the ledger goes on after the head was kept
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
+    with psycopg.connect(database.conninfo()) as conn:  # a superuser rewrites history...
+        conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+        conn.execute(f"UPDATE {table} SET state = convert_to(replace(convert_from(state, "
+                     "'UTF8'), '1000', '9000'), 'UTF8') WHERE topic = 'pitboss:Account.BoughtIn'")
+        previous = GENESIS  # ...and every link after it, so the chain is whole again
+        for row in conn.execute(f"SELECT notification_id, originator_id, originator_version, "
+                                f"topic, state FROM {table} ORDER BY notification_id"
+                                ).fetchall():
+            previous = link(previous, row[1], row[2], row[3], bytes(row[4]))
+            conn.execute(f"UPDATE {table} SET chain_hash = %s WHERE notification_id = %s",
+                         (previous, row[0]))
+        conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+    assert verify_chain(recorder).intact  # the chain alone cannot tell
+    report = verify_chain(recorder, expected_head=kept, expected_at=kept_at)
+    assert len(report.findings) == 1
+    assert report.findings[0].startswith(f"the link at notification {kept_at} is ")
+    assert report.findings[0].endswith(f"not the {kept} kept outside: the record up to it "
+                                       "was altered")
 
 
 def test_processes_starting_together_create_the_tables_once_without_deadlock(
