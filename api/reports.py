@@ -20,6 +20,8 @@ from projections.rounds import STATUSES
 from projections.settings import (
     BALANCES_PAGE_MAX,
     CURSOR_MAX_CHARS,
+    DAY_MAX,
+    DAY_MIN,
     DAY_RANGE_MAX_DAYS,
     ROUNDS_PAGE_MAX,
 )
@@ -64,10 +66,13 @@ class BalancesQuerySchema(Schema):
     cursor = _cursor()
 
 
+_days = validate.Range(DAY_MIN, DAY_MAX)
+
+
 class DayRangeQuerySchema(Schema):
-    day_from = fields.Date(required=True, data_key="from", metadata={
+    day_from = fields.Date(required=True, data_key="from", validate=_days, metadata={
         "description": "The first gaming day, e.g. 2025-03-01."})
-    day_to = fields.Date(required=True, data_key="to", metadata={
+    day_to = fields.Date(required=True, data_key="to", validate=_days, metadata={
         "description": f"The last gaming day (included); at most {DAY_RANGE_MAX_DAYS} days."})
 
     @validates_schema

@@ -18,16 +18,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Parser(FlaskParser):
-    """webargs' parser, refusing a body nested past Python's recursion limit with a 400.
-
-    (The JSON decoder raises RecursionError there, which webargs would let through as a 500.)
-    """
+    """webargs' parser, refusing with a 400 the bodies Python's JSON decoder fails on in ways
+    webargs would let through as a 500: nested past the recursion limit (RecursionError), or
+    an integer of more digits than Python converts (ValueError)."""
 
     def _raw_load_json(self, req: flask.Request) -> Any:
         try:
             return super()._raw_load_json(req)
         except RecursionError:
             abort(400, messages={"json": ["The JSON body is nested too deeply."]})
+        except ValueError:  # JSONDecodeError is one, and webargs answers it itself
+            abort(400, messages={"json": ["The JSON body holds a number too long to read."]})
 
 
 class Blueprint(flask_smorest.Blueprint):  # type: ignore[misc]  # flask-smorest has no types

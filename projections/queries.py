@@ -45,6 +45,8 @@ from projections.rounds import FLAGS, STATUSES, RoundIndexView
 from projections.settings import (
     BALANCES_PAGE_MAX,
     CURSOR_MAX_CHARS,
+    DAY_MAX,
+    DAY_MIN,
     DAY_RANGE_MAX_DAYS,
     HOUSE_RESULTS_MAX,
     ROUNDS_PAGE_MAX,
@@ -244,6 +246,8 @@ class ReadModels:
         for day in (day_from, day_to):
             if not isinstance(day, date) or isinstance(day, datetime):
                 raise DecisionRefused("A gaming day is a calendar date such as 2025-03-01.")
+            if not DAY_MIN <= day <= DAY_MAX:
+                raise DecisionRefused(f"A gaming day lies from {DAY_MIN} to {DAY_MAX}.")
         if day_from > day_to:
             raise DecisionRefused("The first day of a report must not come after its last.")
         if (day_to - day_from).days + 1 > DAY_RANGE_MAX_DAYS:

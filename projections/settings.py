@@ -19,6 +19,9 @@ GAMING_DAY_TZ: Final = "PITBOSS_GAMING_DAY_TZ"
 GAMING_DAY_START: Final = "PITBOSS_GAMING_DAY_START"
 GAMING_DAY_TZ_DEFAULT: Final = "UTC"
 GAMING_DAY_START_DEFAULT: Final = time(6, 0)
+# The gaming days whose bounds fit the calendar in every time zone.
+DAY_MIN: Final = date(1, 1, 2)
+DAY_MAX: Final = date(9999, 12, 30)
 STATEMENT_TIMEOUT_MS: Final = "PITBOSS_QUERY_STATEMENT_TIMEOUT_MS"
 
 # Batches: a page of notifications is read, applied and tracked in one transaction.
@@ -107,8 +110,11 @@ class GamingDay:
     def day_of(self, at: datetime) -> date:
         if at.tzinfo is None:
             raise ValueError("a gaming day needs an aware time")
-        local = at.astimezone(self.tz)
-        return local.date() if local.time() >= self.start else local.date() - timedelta(days=1)
+        # Against the day's start as an instant, as bounds() gives it: a start inside the
+        # hour a clock change skips or repeats would otherwise put a time on the day before
+        # or after the one whose bounds hold it.
+        day = at.astimezone(self.tz).date()
+        return day if at >= self.bounds(day)[0] else day - timedelta(days=1)
 
     def bounds(self, day: date) -> tuple[datetime, datetime]:
         """The UTC instants at which ``day`` begins and the next gaming day begins."""

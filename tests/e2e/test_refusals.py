@@ -108,6 +108,14 @@ def test_a_body_that_is_not_json_is_400(http):
     assert "body" in body["errors"]
 
 
+def test_a_number_too_long_to_read_is_400_not_500(http):
+    response = http.client.post("/tables", data='{"name": "T", "limits": {"boxes": '
+                                + "9" * 5000 + "}}", content_type="application/json",
+                                headers={"Authorization": f"Bearer {KEYS['dealer']}",
+                                         "Idempotency-Key": "k1"})
+    assert "body" in problem_of(response, 400)["errors"]
+
+
 def test_a_body_nested_too_deeply_is_400(http):
     response = http.client.post("/tables", data="[" * 20_000 + "]" * 20_000,
                                 content_type="application/json",

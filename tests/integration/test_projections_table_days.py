@@ -151,6 +151,12 @@ def test_the_worker_says_when_the_settings_differ_from_the_view(
     ("UTC", "00:00", datetime(2025, 3, 9, 0, 0, tzinfo=UTC), date(2025, 3, 9)),
     ("Asia/Kolkata", "06:00", datetime(2025, 3, 9, 0, 29, tzinfo=UTC), date(2025, 3, 8)),
     ("Asia/Kolkata", "06:00", datetime(2025, 3, 9, 0, 30, tzinfo=UTC), date(2025, 3, 9)),
+    # A start inside the hour the clocks skip (02:30 on 30 March) or repeat (26 October):
+    # the day begins at the instant bounds() gives, 01:30 and 00:30 UTC.
+    ("Europe/Paris", "02:30", datetime(2025, 3, 30, 1, 10, tzinfo=UTC), date(2025, 3, 29)),
+    ("Europe/Paris", "02:30", datetime(2025, 3, 30, 1, 30, tzinfo=UTC), date(2025, 3, 30)),
+    ("Europe/Paris", "02:30", datetime(2025, 10, 26, 0, 10, tzinfo=UTC), date(2025, 10, 25)),
+    ("Europe/Paris", "02:30", datetime(2025, 10, 26, 1, 10, tzinfo=UTC), date(2025, 10, 26)),
 ])
 def test_an_instant_belongs_to_the_gaming_day_whose_start_it_follows(
         tz: str, start: str, at: datetime, day: date) -> None:
