@@ -18,6 +18,7 @@ from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, vali
 from ledger.application import NAME_MAX_CHARS, PAGE_SIZE_MAX, REQUEST_ID_MAX_CHARS
 from ledger.engine.machine import REASON_MAX_CHARS
 from ledger.rules import (
+    AMOUNT_MAX,
     BOOL_FIELDS,
     DEALER_NATURAL_TAKES,
     DEALER_POLICIES,
@@ -27,7 +28,6 @@ from ledger.rules import (
 )
 from ledger.storage import CHAIN_WALK_ROWS_DEFAULT, CHAIN_WALK_ROWS_MAX
 
-AMOUNT_MAX: Final = 10**12
 BOX_MAX: Final = 12
 HAND_MAX: Final = 15
 VERSION_MAX: Final = 10**9

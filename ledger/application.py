@@ -446,6 +446,9 @@ class GameLedger(Application[UUID]):
             raise NotFound(f"Round {round_id} has no version {version}.", "R-V1") from None
         if not isinstance(round_, Round):
             raise NotFound(f"There is no round {round_id}.", "R-V1")
+        if round_.version != version:  # the store gives the latest when asked past it
+            raise NotFound(f"Round {round_id} has no version {version}: it is at version "
+                           f"{round_.version}.", "R-V1")
         return _round_view(round_)
 
     def round_events(self, round_id: UUID) -> list[dict[str, Any]]:

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from ledger.errors import RuleSetInvalid
 
+AMOUNT_MAX = 10**12  # the largest amount of minor units anywhere (R-M1)
+
 Ratio = tuple[int, int]
 DealerPolicy = Literal["stand_17", "beat_players"]
 DealerNaturalTakes = Literal["all", "original_only"]
@@ -117,8 +119,9 @@ class TableLimits:
                                      f"{self.min_unit}")
         if self.boxes > 12:
             raise RuleSetInvalid("boxes", "a table has at most 12 boxes")
-        if self.table_max > 10**12:
-            raise RuleSetInvalid("table_max", "it exceeds the largest supported amount (10^12)")
+        if self.table_max > AMOUNT_MAX:
+            raise RuleSetInvalid("table_max", f"it exceeds the largest supported amount "
+                                 f"({AMOUNT_MAX})")
 
     def __deepcopy__(self, memo: dict[int, Any]) -> TableLimits:
         return self  # immutable

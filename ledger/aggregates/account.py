@@ -15,10 +15,10 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from ledger.errors import BetRefused, InsufficientChips, InvariantBroken
+from ledger.rules import AMOUNT_MAX
 
 PLAYER = "player"
 HOUSE = "house"
-AMOUNT_MAX = 10**12
 
 
 class Account(Aggregate):

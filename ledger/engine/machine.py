@@ -31,7 +31,7 @@ from ledger.errors import (
     ShoeExhausted,
 )
 from ledger.plays import Play
-from ledger.rules import RuleSet, TableLimits
+from ledger.rules import AMOUNT_MAX, RuleSet, TableLimits
 
 Draw = Callable[[], tuple[Card, int]]
 StakeKey = tuple[str, str, int, int]  # (line, bettor, box, hand)
@@ -157,6 +157,7 @@ class RoundMachine:
         self.dealer_result: f.DealerFinished | None = None
         self.void_reason = ""
         self.rulings: list[f.RulingRecorded] = []
+        self.facts = 0  # facts applied: the round's events are versions 1 (its start) to facts + 1
         self._sink = sink or self.apply
         self._out: list[f.Fact] = []
         self._turn: tuple[int, int] | bool | None = False  # turn() cache; False: unknown
@@ -521,11 +522,14 @@ class RoundMachine:
         if not isinstance(reason, str) or not reason.strip() or len(reason) > REASON_MAX_CHARS:
             raise DecisionRefused(f"A ruling needs a reason of 1 to {REASON_MAX_CHARS} "
                                   "characters.", "R-V2")
-        if not corrects or any(type(v) is not int or v < 1 for v in corrects):
-            raise DecisionRefused("A ruling must name the event versions it corrects.", "R-V2")
-        if not adjustments or any(type(a) is not int or a == 0 for a in adjustments.values()):
-            raise DecisionRefused("A ruling must move a non-zero whole amount for each player "
-                                  "it names.", "R-V2")
+        last = self.facts + 1
+        if not corrects or any(type(v) is not int or not 1 <= v <= last for v in corrects):
+            raise DecisionRefused(f"A ruling must name the event versions it corrects, from 1 "
+                                  f"to {last}, the round's events so far.", "R-V2")
+        if not adjustments or any(type(a) is not int or a == 0 or abs(a) > AMOUNT_MAX
+                                  for a in adjustments.values()):
+            raise DecisionRefused(f"A ruling must move a non-zero whole amount, at most "
+                                  f"{AMOUNT_MAX}, for each player it names.", "R-V2")
         unknown = [p for p in adjustments if p not in self.results]
         if unknown:
             raise DecisionRefused(f"{unknown[0]} had no stake in this round.", "R-V2")
@@ -890,6 +894,7 @@ class RoundMachine:
     def apply(self, fact: f.Fact) -> None:
         """Assign the state a fact describes. No checks of rules here: facts are history."""
         self._turn = False
+        self.facts += 1
         _APPLY[type(fact)](self, fact)
 
     def _on_stake_placed(self, e: f.StakePlaced) -> None:
@@ -1142,8 +1147,8 @@ def _check_amount(amount: int, min_unit: int) -> None:
         raise BetRefused("An amount is a positive whole number of minor units.", "R-M1")
     if amount % min_unit:
         raise BetRefused(f"An amount must be a multiple of the minimum unit {min_unit}.", "R-M2")
-    if amount > 10**12:
-        raise BetRefused("An amount is at most 10^12 minor units.", "R-M1")
+    if amount > AMOUNT_MAX:
+        raise BetRefused(f"An amount is at most {AMOUNT_MAX} minor units.", "R-M1")
 
 
 _APPLY: dict[type, Callable[[RoundMachine, Any], None]] = {

@@ -240,6 +240,9 @@ def test_state_at_any_version_and_the_replay_agree(make_ledger: MakeLedger) -> N
         assert frame["state"] == app.round_state(r, version)
     assert frames[-1]["state"] == app.round_state(r)
     assert len(app.round_state(r, 2)["boxes"]) == 1
+    last = frames[-1]["event"]["version"]
+    with pytest.raises(NotFound, match=f"has no version {last + 1}: it is at version {last}"):
+        app.round_state(r, last + 1)  # not the latest state in its place
 
 
 def test_round_queries_refuse_the_id_of_something_else(make_ledger: MakeLedger) -> None:

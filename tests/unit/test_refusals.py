@@ -173,7 +173,8 @@ def test_an_amount_that_is_not_a_multiple_of_the_minimum_unit_is_refused() -> No
 
 def test_an_amount_above_the_largest_supported_is_refused() -> None:
     r = table(limits=TableLimits(table_max=10**12))
-    refused(r, BetRefused, "R-M1", lambda: r.bet("P1", 1, 10**12 + 1), match="10\\^12")
+    refused(r, BetRefused, "R-M1", lambda: r.bet("P1", 1, 10**12 + 1),
+            match="at most 1000000000000 minor units")
 
 
 @pytest.mark.parametrize("bettor", ["", "x" * 65, None, 7])
@@ -674,8 +675,18 @@ def test_a_ruling_that_names_no_valid_event_is_refused(corrects: list[Any]) -> N
             lambda: r.m.record_ruling("misread", corrects, {"P1": 10}), match="event versions")
 
 
+def test_a_ruling_names_only_events_the_round_has() -> None:
+    r = settled_round()
+    last = 1 + len(r.facts)  # the round's start, then one event per fact
+    assert r.m.record_ruling("misread", [1, last], {"P1": 10})
+    r = settled_round()
+    refused(r, DecisionRefused, "R-V2",
+            lambda: r.m.record_ruling("misread", [last + 1], {"P1": 10}),
+            match=f"from 1 to {last}")
+
+
 @pytest.mark.parametrize("adjustments", [{}, {"P1": 0}, {"P1": 10, "P2": 0}, {"P1": 1.5},
-                                         {"P1": True}])
+                                         {"P1": True}, {"P1": 10**12 + 1}, {"P1": -10**12 - 1}])
 def test_a_ruling_with_zero_or_non_whole_amounts_is_refused(adjustments: dict[str, Any]) -> None:
     r = settled_round()
     refused(r, DecisionRefused, "R-V2",
