@@ -453,23 +453,39 @@ class GameLedger(Application[UUID]):
 
     def round_events(self, round_id: UUID) -> list[dict[str, Any]]:
         """Every event of a round, with version, time and actor. A face-down card stays
-        hidden while the round is live (R-G2)."""
+        hidden until it is turned over or its shoe is retired (R-G2, R-H2)."""
         events = self._round_events(round_id)
-        live = _is_live(events)
-        return [_describe(e, hide_face_down=live) for e in events]
+        secret = self._face_down_secrets(events)
+        return [_describe(e, hide=e.originator_version in secret) for e in events]
 
     def replay(self, round_id: UUID) -> list[dict[str, Any]]:
         """Frame by frame: each event with the round's state right after it, in one pass."""
         events = self._round_events(round_id)
-        live = _is_live(events)
+        secret = self._face_down_secrets(events)
         frames = []
         round_: Round | None = None
         for event in events:
             round_ = event.mutate(round_)
             assert isinstance(round_, Round)
-            frames.append({"event": _describe(event, hide_face_down=live),
+            frames.append({"event": _describe(event, hide=event.originator_version in secret),
                            "state": _round_view(round_)})
         return frames
+
+    def _face_down_secrets(self, events: Sequence[Any]) -> set[int]:
+        """The versions of the round's face-down cards not turned over, unless its shoe is
+        retired (its whole order is public then): a voided round never turns its hole card
+        over, and the shoe deals on."""
+        facts = [(e.originator_version, e.fact()) for e in events
+                 if isinstance(e, Round.Recorded)
+                 and issubclass(e.fact_class, f.CardDealt | f.HoleCardRevealed)]
+        revealed = {x.position for _, x in facts if isinstance(x, f.HoleCardRevealed)}
+        secret = {version for version, x in facts if isinstance(x, f.CardDealt)
+                  and not x.face_up and x.position not in revealed}
+        if secret:
+            with self._reading(ShoeRecord, events[0].shoe_id, "shoe") as shoe:
+                if shoe.retired:
+                    return set()
+        return secret
 
     def _round_events(self, round_id: UUID) -> list[Any]:
         events = list(self.events.get(round_id))
@@ -827,12 +843,6 @@ class _Attempt:
         self.unverified = False
 
 
-def _is_live(events: Sequence[Any]) -> bool:
-    """Whether a round's events end before its settlement or void."""
-    return not any(isinstance(e, Round.Recorded)
-                   and issubclass(e.fact_class, f.RoundSettled | f.RoundVoided) for e in events)
-
-
 def _loaded_version(touched: Sequence[Aggregate], guard: UUID | None) -> int | None:
     """The version the guarded aggregate had when the command loaded it."""
     for aggregate in touched:
@@ -849,13 +859,16 @@ def _round_view(round_: Round) -> dict[str, Any]:
             **round_.machine.view()}
 
 
-def _describe(event: Any, hide_face_down: bool = False) -> dict[str, Any]:
+def _describe(event: Any, hide: bool = False) -> dict[str, Any]:
+    """An event as the queries show it; ``hide``: a face-down card, shown as a card dealt
+    (a wild card's own event type would tell what it is)."""
     data = {k: v for k, v in vars(event).items()
             if k not in ("originator_id", "originator_version", "timestamp",
                          "originator_topic", "sealed_order")}
-    if hide_face_down and data.get("face_up") is False:
-        data["card"] = "hidden"
-    return {"version": event.originator_version, "type": type(event).__name__,
+    kind = type(event).__name__
+    if hide:
+        data["card"], kind = "hidden", "CardDealt"
+    return {"version": event.originator_version, "type": kind,
             "timestamp": event.timestamp.isoformat(), "actor": data.pop("actor", None),
             "request_id": data.pop("request_id", None), "data": _jsonable(data)}
 

@@ -40,6 +40,7 @@ from psycopg.sql import SQL, Composed, Identifier
 
 from ledger.aggregates.round import Round
 from ledger.aggregates.table import Table
+from ledger.cards import WILD
 from ledger.engine import facts as f
 from ledger.errors import InvariantBroken
 from projections.amounts import QUIET_TOPICS, money_of
@@ -120,7 +121,7 @@ class RoundIndexProjection(BatchProjection[RoundIndexView]):
     view_class: ClassVar[type[View]] = RoundIndexView
     streams = _STREAMS
     decoded = _STREAMS
-    undecoded = QUIET_TOPICS
+    undecoded = QUIET_TOPICS - {Round.EVENT_FOR_FACT[f.HoleCardRevealed].TOPIC}
     topics = known_topics(_STREAMS, Round, Table)
 
     def __init__(self, view: RoundIndexView) -> None:
@@ -201,6 +202,9 @@ def _apply_fact(row: dict[str, Any], fact: f.Fact, at: datetime, item: Item,
     elif isinstance(fact, f.BettingClosed):
         _set_players(row, list(fact.players), changes)
     elif isinstance(fact, f.WildCardDrawn):
+        # Face down (the dealer's hole card), it is the dealer's secret until turned over.
+        row["wild_card"] = row["wild_card"] or fact.face_up
+    elif isinstance(fact, f.HoleCardRevealed) and fact.card == WILD:
         row["wild_card"] = True
     elif isinstance(fact, f.StakeSettled) and fact.prize:
         row["prize"] = True

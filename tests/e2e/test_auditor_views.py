@@ -107,3 +107,33 @@ class _Partial(dict[str, Any]):
 def test_the_filler_keeps_other_parameters(make_app):
     assert fill_one("/a/<uuid:x>/<int:y>", "x", 1) == "/a/1/<y>"
     assert list(routes(make_app()))
+
+
+def test_a_face_down_wild_card_stays_secret_until_its_shoe_is_retired(make_app):
+    from tests.e2e.test_reports import catch_up
+
+    app = make_app(SteeredShuffle(f"TS W 8D 7C {NEXT}"))  # the dealer's hole card is wild
+    http = Http(app.test_client())
+    wild = Desk(http, "wild21", players=("P1",), name="W")
+    r = wild.round()
+    wild.do("stakes", bettor="P1", box=1, amount=100)
+    wild.do("deal")
+
+    def hole() -> tuple[dict[str, Any], dict[str, Any]]:
+        events = http.ok(http.get(f"/audit/rounds/{r}/events"))
+        frames = http.ok(http.get(f"/audit/rounds/{r}/replay"))
+        (down,) = [e for e in events if e["data"].get("face_up") is False]
+        assert frames[down["version"] - 1]["event"] == down
+        return down, frames[-1]["state"]
+
+    for moment in ("live", "voided"):
+        down, state = hole()
+        assert (down["type"], down["data"]["card"]) == ("CardDealt", "hidden"), moment
+        assert "hidden" in state["dealer"]["cards"], moment
+        catch_up(app)
+        assert http.ok(http.get("/audit/rounds", wild_card="true"))["items"] == [], moment
+        if moment == "live":
+            wild.do("void", role="manager", reason="misdeal")  # the hole is never turned over
+    http.ok(http.post(f"/tables/{wild.table}/close", {"reason": "end of shift"}))
+    down, _ = hole()  # the retired shoe's order is public: so is the card
+    assert (down["type"], down["data"]["card"]) == ("WildCardDrawn", "W")
