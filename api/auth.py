@@ -86,6 +86,16 @@ def hash_key(key: str) -> str:
 
 def parse_keys(text: str, *, source: str) -> list[ApiKey]:
     """JSON lines, or one JSON list, of ``{name, role, key_hash}`` objects."""
+    records = _parse_records(text, source=source)
+    keys = [_key_from(item, source) for item in records]
+    names = [k.name for k in keys]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise KeyConfigError(f"{source} names {', '.join(duplicates)} more than once")
+    return keys
+
+
+def _parse_records(text: str, *, source: str) -> list[Any]:
     stripped = text.strip()
     if not stripped:
         return []
@@ -99,12 +109,7 @@ def parse_keys(text: str, *, source: str) -> list[ApiKey]:
                              f"(line {exc.lineno})") from None
     if not isinstance(items, list) or len(items) > KEYS_MAX:
         raise KeyConfigError(f"{source} must hold a list of at most {KEYS_MAX} keys")
-    keys = [_key_from(item, source) for item in items]
-    names = [k.name for k in keys]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise KeyConfigError(f"{source} names {', '.join(duplicates)} more than once")
-    return keys
+    return items
 
 
 def _key_from(item: object, source: str) -> ApiKey:
@@ -116,40 +121,46 @@ def _key_from(item: object, source: str) -> ApiKey:
         raise KeyConfigError(f"{source}: a key lacks {exc.args[0]!r}") from None
 
 
+def _read_records(path: Path) -> list[dict[str, Any]]:
+    """The file's key records as written (``created`` kept), checked as the server reads
+    them; none when the file does not exist."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    parse_keys(text, source=str(path))  # refuse what the server would refuse
+    return _parse_records(text, source=str(path))
+
+
+def _write_records(path: Path, records: Sequence[dict[str, Any]]) -> None:
+    """Replace the file at once with ``records`` as JSON lines (mode 0600): a server
+    re-reading it sees the old keys or the new ones, never a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write("".join(json.dumps(record) + "\n" for record in records))
+    tmp.replace(path)
+
+
 def append_key(path: Path, name: str, role: str) -> str:
     """Create a key, store its hash in ``path`` (mode 0600), and return the key (shown once)."""
-    existing = parse_keys(path.read_text(), source=str(path)) if path.exists() else []
-    if any(k.name == name for k in existing):
+    records = _read_records(path)
+    if any(r["name"] == name for r in records):
         raise KeyConfigError(f"{path} already has a key named {name!r}")
     key = new_key()
     record = ApiKey(name=name, role=role, key_hash=hash_key(key))
-    line = {**record.to_json(), "created": datetime.now(UTC).isoformat(timespec="seconds")}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    with os.fdopen(fd, "a") as out:
-        out.write(json.dumps(line) + "\n")
+    _write_records(path, [*records, {**record.to_json(),
+                                     "created": datetime.now(UTC).isoformat(timespec="seconds")}])
     return key
 
 
 def remove_keys(path: Path, names: Iterable[str]) -> list[str]:
     """Revoke keys by name; returns the names removed."""
-    if not path.exists():
-        return []
+    records = _read_records(path)
     wanted = set(names)
-    kept, removed = [], []
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        name = json.loads(line).get("name")
-        if name in wanted:
-            removed.append(name)
-        else:
-            kept.append(line)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write("".join(line + "\n" for line in kept))
-    tmp.replace(path)
+    removed = [r["name"] for r in records if r["name"] in wanted]
+    if removed:
+        _write_records(path, [r for r in records if r["name"] not in wanted])
     return removed
 
 

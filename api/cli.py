@@ -295,7 +295,10 @@ def keys_list(keys_file: Path | None) -> None:
 def keys_revoke(name: tuple[str, ...], keys_file: Path | None) -> None:
     """Remove keys by holder name; the server stops accepting them at once."""
     path = keys_file or default_keys_file(os.environ)
-    removed = remove_keys(path, name)
+    try:
+        removed = remove_keys(path, name)
+    except KeyConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
     missing = sorted(set(name) - set(removed))
     for holder in removed:
         click.echo(f"revoked {holder}")
@@ -493,8 +496,11 @@ def demo(host: str, port: int, rounds: int) -> None:
     settings, head = prepare_service()
     empty = head == 0
     keys_path = default_keys_file(os.environ)
-    remove_keys(keys_path, [f"demo-{role}" for role in DEMO_ROLES])
-    demo_keys = {role: append_key(keys_path, f"demo-{role}", role) for role in DEMO_ROLES}
+    try:
+        remove_keys(keys_path, [f"demo-{role}" for role in DEMO_ROLES])
+        demo_keys = {role: append_key(keys_path, f"demo-{role}", role) for role in DEMO_ROLES}
+    except KeyConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
     env = {**os.environ, "DATABASE_URL": settings.url(), "PITBOSS_KEYS_FILE": str(keys_path),
            "PITBOSS_CREATE_TABLES": "no", "PORT": str(port), "PITBOSS_HOST": host}
     children = [subprocess.Popen([sys.executable, "-m", "api.cli", "serve"], env=env)]

@@ -48,6 +48,28 @@ def test_keys_create_stores_only_the_hash_and_prints_the_key_once(tmp_path):
     assert parse_keys(path.read_text(), source="x") == []
 
 
+def test_a_key_file_written_as_a_json_list_is_kept_working_by_create_and_revoke(tmp_path):
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps([{"name": n, "role": "dealer", "key_hash": hash_key(f"k-{n}"),
+                                 "created": "2026-01-01T00:00:00+00:00"}
+                                for n in ("bob", "carol")], indent=1))
+    runner = CliRunner()
+    revoked = runner.invoke(main, ["keys", "revoke", "--name", "bob", "--file", str(path)])
+    assert revoked.exit_code == 0, revoked.output
+    created = runner.invoke(main, ["keys", "create", "--name", "dave", "--role", "auditor",
+                                   "--file", str(path)])
+    assert created.exit_code == 0, created.output
+    keys = parse_keys(path.read_text(), source="x")
+    assert [(k.name, k.role) for k in keys] == [("carol", "dealer"), ("dave", "auditor")]
+    assert keys[0].key_hash == hash_key("k-carol")
+    assert json.loads(path.read_text().splitlines()[0])["created"] == "2026-01-01T00:00:00+00:00"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    path.write_text('[{"name": "x"}')
+    broken = runner.invoke(main, ["keys", "revoke", "--name", "x", "--file", str(path)])
+    assert broken.exit_code == 1
+    assert "is not JSON lines or a JSON list" in broken.output
+
+
 def test_a_key_file_is_read_again_when_it_changes(tmp_path, database):
     path = tmp_path / "keys.jsonl"
     ring = keyring_from({"PITBOSS_KEYS_FILE": str(path)}, tmp_path / "unused")
