@@ -63,6 +63,7 @@ from ledger.errors import (
     Conflict,
     DealRefused,
     DecisionRefused,
+    InsufficientChips,
     InvariantBroken,
     LedgerError,
     NotFound,
@@ -399,8 +400,20 @@ class GameLedger(Application[UUID]):
                 if moved.held > 0 and account.currency != round_.currency:
                     raise BetRefused(f"{account.owner}'s chips are in {account.currency}; this "
                                      f"table plays in {round_.currency}.", "R-M1")
-                account.post(round_id, moved.held, moved.available, memo, actor, request_id,
-                             now)
+                try:
+                    account.post(round_id, moved.held, moved.available, memo, actor,
+                                 request_id, now)
+                except InsufficientChips:
+                    if not any(isinstance(x, f.RoundVoided) for x in produced):
+                        raise
+                    # R-X13 takes back what the round already paid (even money), which
+                    # R-M3 cannot let go below zero: the chips must come back first.
+                    short = -moved.available - account.available
+                    raise InsufficientChips(
+                        f"Voiding takes back the {-moved.available} the round already paid "
+                        f"{account.owner}, who has {account.available} available: "
+                        f"{account.owner} must return {short} (a buy-in at the cashier) "
+                        "before the round can be voided.", "R-X13") from None
                 touched.append(account)
             m = round_.machine
             result = {"round_id": str(round_id), "version": round_.version, "phase": m.phase,

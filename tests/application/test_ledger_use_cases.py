@@ -192,6 +192,25 @@ def test_a_void_returns_every_chip_even_those_already_settled(make_ledger: MakeL
     assert desk.app.round_state(r)["phase"] == "voided"
 
 
+def test_a_void_after_even_money_was_cashed_out_waits_for_the_chips_to_come_back(
+        make_ledger: MakeLedger) -> None:
+    # R-X13 takes the even money back; R-M3 lets no balance go below zero.
+    desk = Desk(make_ledger(SteeredShuffle("AS TH AD KS 7C")))
+    app, r = desk.app, desk.round()
+    desk.do("place_stake", r, "P1", 1, 100)
+    desk.do("place_stake", r, "P2", 2, 60)
+    desk.do("deal", r)
+    desk.do("even_money", r, "P1", 1)
+    app.cash_out(desk.rid(), "cashier", "P1", 1100)  # stake and win, straight to the cage
+    refusal = unchanged(app, lambda: app.void("v1", "manager", r, "wrong shoe"),
+                        InsufficientChips, "R-X13")
+    assert "already paid P1, who has 0 available: P1 must return 100" in str(refusal)
+    app.buy_in(desk.rid(), "cashier", "P1", 100)
+    app.void("v2", "manager", r, "wrong shoe")
+    assert desk.money()["P1"] == (0, 0)  # 1,000 in, 1,100 out, 100 in, the win of 100 back
+    assert app.round_state(r)["phase"] == "voided"
+
+
 def test_changed_rules_apply_to_future_rounds_only(make_ledger: MakeLedger) -> None:
     desk = Desk(make_ledger())
     old = desk.round()
