@@ -128,8 +128,15 @@ def text(max_chars: int, **kwargs: Any) -> fields.String:
     )
 
 
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValidationError("Must not be only spaces.")
+    return value
+
+
 def reason(**kwargs: Any) -> fields.String:
-    return fields.String(validate=[validate.Length(1, REASON_MAX_CHARS), printable], **kwargs)
+    return fields.String(validate=[validate.Length(1, REASON_MAX_CHARS), printable, _not_blank],
+                         **kwargs)
 
 
 def page_limit(default: int, maximum: int = PAGE_SIZE_MAX) -> QueryWholeNumber:
@@ -235,6 +242,11 @@ class OpenTableSchema(RulesChoiceSchema):
 
 class ChangeRulesSchema(RulesChoiceSchema):
     reason = reason(required=True)
+
+
+class NoBodySchema(Schema):
+    """The body of a command that takes none: nothing, or an empty object (any field in it is
+    unknown, and refused like every other unknown field)."""
 
 
 class ReasonSchema(Schema):

@@ -20,6 +20,7 @@ from api.schemas import (
     DecisionResponseSchema,
     HandDecisionSchema,
     InsuranceSchema,
+    NoBodySchema,
     OpenTableSchema,
     ReasonSchema,
     RoundCommandHeaderSchema,
@@ -39,6 +40,7 @@ blp = Blueprint("tables", __name__, description="Tables and play (dealer).")
 rounds = Blueprint("rounds", __name__, description="Rounds, decision by decision (dealer).")
 
 VIEWERS = (DEALER, MANAGER, AUDITOR)
+_NO_BODY = NoBodySchema()  # one instance: given a class, webargs builds one per request
 
 
 def rules_from(body: dict[str, Any]) -> RuleSet:
@@ -86,8 +88,9 @@ def close_table(body: dict[str, Any], table_id: UUID, request_id: str) -> dict[s
 
 @blp.route("/tables/<uuid:table_id>/reopen", methods=["POST"])
 @guard(blp, DEALER, mutating=True)
+@blp.arguments(_NO_BODY, required=False)
 @blp.response(200, TableSchema)
-def reopen_table(table_id: UUID, request_id: str) -> dict[str, Any]:
+def reopen_table(_: dict[str, Any], table_id: UUID, request_id: str) -> dict[str, Any]:
     """Reopen a closed table (a fresh shoe comes with its next round)."""
     led = ledger()
     led.reopen_table(request_id, actor(), table_id)
@@ -96,8 +99,9 @@ def reopen_table(table_id: UUID, request_id: str) -> dict[str, Any]:
 
 @blp.route("/tables/<uuid:table_id>/rounds", methods=["POST"])
 @guard(blp, DEALER, mutating=True)
+@blp.arguments(_NO_BODY, required=False)
 @blp.response(201, RoundStateSchema)
-def start_round(table_id: UUID, request_id: str) -> dict[str, Any]:
+def start_round(_: dict[str, Any], table_id: UUID, request_id: str) -> dict[str, Any]:
     """Start a round under the rules in force; betting opens (R-S1, R-H4). The answer is the
     round as it started (a retry gets the same), which the ledger holds without a read."""
     led = ledger()
@@ -147,9 +151,9 @@ def round_command(bp: Blueprint, name: str, path: str, schema: type[Schema] | No
     view.__doc__ = summary
     decorated: Any = bp.response(200, DecisionResponseSchema)(view)
     decorated = bp.alt_response(412, response="PRECONDITION_FAILED")(decorated)
-    if schema is not None:
-        # An instance: given a class, webargs would build a new schema for every request.
-        decorated = bp.arguments(schema())(decorated)
+    # An instance: given a class, webargs would build a new schema for every request.
+    decorated = (bp.arguments(schema())(decorated) if schema is not None
+                 else bp.arguments(_NO_BODY, required=False)(decorated))
     decorated = guard(bp, *roles, mutating=True, headers=_ROUND_COMMAND_HEADERS)(decorated)
     bp.route(f"/rounds/<uuid:round_id>{path}", methods=["POST"], endpoint=name)(decorated)
 

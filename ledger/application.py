@@ -56,7 +56,7 @@ from ledger.aggregates.shoe import ShoeRecord
 from ledger.aggregates.table import Table
 from ledger.cards import Card
 from ledger.engine import facts as f
-from ledger.engine.machine import SETTLED, VOIDED, Draw, RoundMachine
+from ledger.engine.machine import REASON_MAX_CHARS, SETTLED, VOIDED, Draw, RoundMachine
 from ledger.engine.readjudicate import readjudicate
 from ledger.errors import (
     BetRefused,
@@ -153,6 +153,7 @@ class GameLedger(Application[UUID]):
         """New rules for future rounds only (R-S1). ``limits`` replaces the table's limits,
         or, given as a mapping, changes the named ones over the limits the table has when
         the command runs (so two managers changing different limits keep both)."""
+        _check_reason(reason, "R-S1")
         changes = limits.to_dict() if isinstance(limits, TableLimits) else dict(limits)
         payload = {"table_id": str(table_id), "rules": rules.to_dict(), "limits": changes,
                    "reason": reason}
@@ -170,6 +171,8 @@ class GameLedger(Application[UUID]):
 
     def close_table(self, request_id: str, actor: str, table_id: UUID, reason: str) -> None:
         """Close a table between rounds; its shoe retires and is revealed (R-H2)."""
+        _check_reason(reason, "R-H2")
+
         def body() -> tuple[Result, list[Aggregate]]:
             table = self._get(Table, table_id, "table")
             if not table.open:
@@ -917,6 +920,14 @@ def _check_name(what: str, name: str) -> None:
             or not name.isprintable() or name != name.strip():
         raise BetRefused(f"A {what} is 1 to {NAME_MAX_CHARS} printable characters without "
                          "surrounding spaces.", "R-S1")
+
+
+def _check_reason(reason: str, rule: str) -> None:
+    """A reason recorded with an event: what a void or a ruling requires of theirs."""
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > REASON_MAX_CHARS \
+            or not reason.isprintable():
+        raise DecisionRefused(f"A reason is 1 to {REASON_MAX_CHARS} printable characters, not "
+                              "only spaces.", rule)
 
 
 def _check_currency(currency: str) -> None:

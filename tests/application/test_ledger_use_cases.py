@@ -211,6 +211,17 @@ def test_a_void_after_even_money_was_cashed_out_waits_for_the_chips_to_come_back
     assert app.round_state(r)["phase"] == "voided"
 
 
+@pytest.mark.parametrize("reason", ["", "   ", "x" * 501, "line\nbreak"])
+def test_a_table_closed_or_its_rules_changed_records_a_real_reason(
+        make_ledger: MakeLedger, reason: str) -> None:
+    desk = Desk(make_ledger())
+    app = desk.app
+    unchanged(app, lambda: app.close_table("c", "manager", desk.table, reason),
+              DecisionRefused, "R-H2")
+    unchanged(app, lambda: app.change_rules("r", "manager", desk.table, CASINO_WILD,
+                                            TableLimits(), reason), DecisionRefused, "R-S1")
+
+
 def test_changed_rules_apply_to_future_rounds_only(make_ledger: MakeLedger) -> None:
     desk = Desk(make_ledger())
     old = desk.round()

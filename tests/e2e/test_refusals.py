@@ -151,6 +151,20 @@ def test_a_body_off_its_schema_is_422_naming_the_field(desk, body, field):
     assert response["rule"] == ("R-M1" if field == "amount" else None)  # amounts: minor units
 
 
+def test_a_command_that_takes_no_body_refuses_a_field_in_one(desk):
+    desk.do("stakes", bettor="P1", box=1, amount=10)
+    desk.do("stakes", bettor="P2", box=2, amount=10)
+    answer = desk.http.post(ROUND.format(desk.round_id).replace("/stakes", "/deal"),
+                            {"shuffle": "again"})
+    assert "shuffle" in problem_of(answer, 422)["errors"]
+    desk.http.ok(desk.http.post(ROUND.format(desk.round_id).replace("/stakes", "/deal")))
+
+
+def test_a_reason_of_only_spaces_is_refused(desk):
+    answer = desk.http.post(f"/tables/{desk.table}/close", {"reason": "   "})
+    assert "reason" in problem_of(answer, 422)["errors"]
+
+
 def test_a_body_that_is_not_an_object_is_422(desk):
     response = desk.http.post(ROUND.format(desk.round_id), [1, 2])
     assert "body" in problem_of(response, 422)["errors"]
