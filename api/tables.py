@@ -34,6 +34,7 @@ from api.schemas import (
 from api.services import ledger
 from api.views import Blueprint, actor, guard
 from ledger.application import GameLedger
+from ledger.errors import RuleSetInvalid
 from ledger.rules import RATIO_FIELDS, RuleSet, TableLimits, preset
 
 blp = Blueprint("tables", __name__, description="Tables and play (dealer).")
@@ -44,10 +45,17 @@ _NO_BODY = NoBodySchema()  # one instance: given a class, webargs builds one per
 
 
 def rules_from(body: dict[str, Any]) -> RuleSet:
-    """A preset with its overrides (validated as the rule set is built)."""
+    """A preset with its overrides (validated as the rule set is built). Rules that differ
+    from the preset carry a name or version of their own: a round records the rule set by
+    name, version and content hash (R-S1), and the first two must tell rule sets apart."""
+    base = preset(body["preset"])
     overrides = {k: tuple(v) if k in RATIO_FIELDS else v
                  for k, v in (body.get("overrides") or {}).items()}
-    return preset(body["preset"]).evolve(**overrides)
+    rules = base.evolve(**overrides)
+    if rules != base and (rules.name, rules.version) == (base.name, base.version):
+        raise RuleSetInvalid("overrides", f"they change {base.name} v{base.version}: give the "
+                             "changed rules a name or version of their own")
+    return rules
 
 
 # --- tables ----------------------------------------------------------------------------------

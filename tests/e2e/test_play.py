@@ -193,7 +193,8 @@ def test_a_manager_changes_the_rules_for_future_rounds_only(make_app):
     r = desk.round()
     old_hash = http.ok(http.get(f"/rounds/{r}"))["rules_hash"]
     desk.do("void", role="manager", reason="table change")
-    body = {"preset": "casino_wild", "overrides": {"decks": 4, "natural_pays": [6, 5]},
+    body = {"preset": "casino_wild",
+            "overrides": {"name": "wild evening", "decks": 4, "natural_pays": [6, 5]},
             "limits": {"table_max": 500}, "reason": "wild card evening"}
     table = http.ok(http.post(f"/tables/{desk.table}/rules", body, role="manager"))
     assert table["rules"]["decks"] == 4
