@@ -540,31 +540,31 @@ def _kept_head_findings(at: int, reached: int, recomputed: str, kept: str | None
 
 
 def _stored_link(recorder: LedgerRecorder, notification_id: int) -> bytes | None:
-    statement = (f"SELECT chain_hash FROM {recorder.qualified_table} "
-                 "WHERE notification_id = %s")
-    with recorder.datastore.transaction(commit=False) as curs:
-        curs.execute(statement, (notification_id,))
-        row = curs.fetchone()
+    row = _one_row(recorder, "SELECT chain_hash FROM {table} WHERE notification_id = %s",
+                   (notification_id,))
     return None if row is None or row["chain_hash"] is None else bytes(row["chain_hash"])
 
 
 def newest_with_topic(recorder: LedgerRecorder, topic: str) -> UUID | None:
     """The originator of the newest stored event of ``topic``; None if there is none."""
-    statement = (f"SELECT originator_id FROM {recorder.qualified_table} WHERE topic = %s "
-                 "ORDER BY notification_id DESC LIMIT 1")
-    with recorder.datastore.transaction(commit=False) as curs:
-        curs.execute(statement, (topic,))
-        row = curs.fetchone()
+    row = _one_row(recorder, "SELECT originator_id FROM {table} WHERE topic = %s "
+                             "ORDER BY notification_id DESC LIMIT 1", (topic,))
     return None if row is None else UUID(str(row["originator_id"]))
 
 
 def chain_head(recorder: LedgerRecorder) -> tuple[int, str]:
     """The last notification id and its chain hash, to be kept outside the database."""
-    statement = (f"SELECT notification_id, chain_hash FROM {recorder.qualified_table} "
-                 "ORDER BY notification_id DESC LIMIT 1")
-    with recorder.datastore.transaction(commit=False) as curs:
-        curs.execute(statement)
-        row = curs.fetchone()
+    row = _one_row(recorder, "SELECT notification_id, chain_hash FROM {table} "
+                             "ORDER BY notification_id DESC LIMIT 1", ())
     if row is None:
         return 0, GENESIS.hex()
     return row["notification_id"], bytes(row["chain_hash"]).hex()
+
+
+def _one_row(recorder: LedgerRecorder, statement: str, params: tuple[Any, ...]
+             ) -> dict[str, Any] | None:
+    """The first row ``statement`` finds in the event table (``{table}``), if any."""
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute(statement.format(table=recorder.qualified_table), params)
+        row: dict[str, Any] | None = curs.fetchone()
+    return row
