@@ -350,6 +350,9 @@ class ChainQuerySchema(Schema):
         if "expected_at" in data and "expected_head" not in data:
             raise ValidationError("It names where expected_head was taken: give both.",
                                   "expected_at")
+        if data.get("expected_at", data["after"]) < data["after"]:
+            raise ValidationError("The head kept outside lies before this part: start after "
+                                  "it or earlier.", "expected_at")
 
 
 # --- responses -------------------------------------------------------------------------------
@@ -582,7 +585,8 @@ class ChainReportSchema(Out):
     intact = fields.Boolean(required=True)
     findings = fields.List(fields.String(), required=True)
     complete = fields.Boolean(required=True, metadata={
-        "description": "Whether the walk reached the last stored event."})
+        "description": "Whether the walk reached the last stored event (false when it "
+                       "stopped at a break)."})
     next_after = fields.Integer(required=True, allow_none=True, metadata={
         "description": "Pass as after= for the next part; null once complete or broken."})
 

@@ -453,7 +453,8 @@ class ChainReport:
 
     @property
     def next_after(self) -> int | None:
-        """Where the next part of the walk starts (``after=``); None once complete."""
+        """Where the next part of the walk starts (``after=``); None once complete or
+        broken."""
         return None if self.complete or self.findings else self.head_notification_id
 
 
@@ -490,8 +491,21 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
         return ChainReport(rows=0, head="", head_notification_id=after, complete=False,
                            findings=[f"there is no event at notification {after} to start "
                                      "after: start after 0, or after an id a walk reported"])
-    pending = expected_at if expected_head is not None and expected_at is not None \
-        and expected_at > after else None
+    pending = None
+    if expected_head is not None and expected_at is not None:
+        if expected_at < after:
+            return ChainReport(rows=0, head=previous.hex(), head_notification_id=after,
+                               complete=False, findings=[
+                                   f"the head kept outside was taken at notification "
+                                   f"{expected_at}, before this part: start after "
+                                   f"{expected_at} or earlier"])
+        if expected_at == after:  # the link this part starts from, as the part before checked
+            found = _kept_head_findings(after, after, previous.hex(), expected_head)
+            if found:
+                return ChainReport(rows=0, head=previous.hex(), head_notification_id=after,
+                                   complete=False, findings=found)
+        else:
+            pending = expected_at
     rows = 0
     last_id = after
     findings: list[str] = []
@@ -509,12 +523,14 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
             findings.append(f"event {row['originator_id']} v{row['originator_version']} "
                             f"(notification {last_id}) does not match the chain: the record "
                             "or one before it was altered")
+            complete = False
             break
         previous = expected
         if pending is not None and last_id >= pending:
             findings += _kept_head_findings(pending, last_id, expected.hex(), expected_head)
             pending = None
             if findings:
+                complete = False
                 break
         if on_row is not None:
             on_row(last_id)

@@ -284,6 +284,10 @@ def test_the_event_store_chain_verifies_and_its_head_moves_with_each_event(make_
         f"{'0' * 64} kept outside: the record up to it was altered"]
     alone = problem_of(http.get("/audit/chain", expected_at=head["notification_id"]), 422)
     assert "expected_at" in alone["errors"]
+    behind = problem_of(http.get("/audit/chain", after=head["notification_id"] + 1, **kept), 422)
+    assert "expected_at" in behind["errors"]
+    onwards = http.ok(http.get("/audit/chain", after=head["notification_id"], **kept))
+    assert onwards["intact"], onwards["findings"]
 
 
 def test_a_long_chain_is_walked_in_parts_that_add_up_to_the_whole(make_app):

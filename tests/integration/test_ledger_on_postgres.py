@@ -187,6 +187,13 @@ def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
     assert report.findings[0].startswith(f"the link at notification {kept_at} is ")
     assert report.findings[0].endswith(f"not the {kept} kept outside: the record up to it "
                                        "was altered")
+    assert (report.complete, report.next_after) == (False, None)  # it stopped at the break
+    # Walked from the kept head onwards, the link there is the one compared.
+    onwards = verify_chain(recorder, after=kept_at, expected_head=kept, expected_at=kept_at)
+    assert onwards.findings == [report.findings[0]]
+    later = verify_chain(recorder, after=kept_at + 1, expected_head=kept, expected_at=kept_at)
+    assert not later.intact
+    assert "before this part" in later.findings[0]
 
 
 def test_processes_starting_together_create_the_tables_once_without_deadlock(
