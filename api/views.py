@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, TypeVar
@@ -27,7 +28,9 @@ class Parser(FlaskParser):
             return super()._raw_load_json(req)
         except RecursionError:
             abort(400, messages={"json": ["The JSON body is nested too deeply."]})
-        except ValueError:  # JSONDecodeError is one, and webargs answers it itself
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise  # webargs answers these itself (an empty body is no body)
+        except ValueError:  # an integer of more digits than Python converts
             abort(400, messages={"json": ["The JSON body holds a number too long to read."]})
 
 
