@@ -110,11 +110,14 @@ class GamingDay:
     def day_of(self, at: datetime) -> date:
         if at.tzinfo is None:
             raise ValueError("a gaming day needs an aware time")
-        # Against the day's start as an instant, as bounds() gives it: a start inside the
-        # hour a clock change skips or repeats would otherwise put a time on the day before
-        # or after the one whose bounds hold it.
+        # The day whose bounds hold it, as bounds() gives them: with a start inside the hour
+        # a clock change skips or repeats, the local date or the day before may not be it.
         day = at.astimezone(self.tz).date()
-        return day if at >= self.bounds(day)[0] else day - timedelta(days=1)
+        while at < self.bounds(day)[0]:
+            day -= timedelta(days=1)
+        while at >= self.bounds(day)[1]:
+            day += timedelta(days=1)
+        return day
 
     def bounds(self, day: date) -> tuple[datetime, datetime]:
         """The UTC instants at which ``day`` begins and the next gaming day begins."""

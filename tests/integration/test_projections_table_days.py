@@ -157,6 +157,9 @@ def test_the_worker_says_when_the_settings_differ_from_the_view(
     ("Europe/Paris", "02:30", datetime(2025, 3, 30, 1, 30, tzinfo=UTC), date(2025, 3, 30)),
     ("Europe/Paris", "02:30", datetime(2025, 10, 26, 0, 10, tzinfo=UTC), date(2025, 10, 25)),
     ("Europe/Paris", "02:30", datetime(2025, 10, 26, 1, 10, tzinfo=UTC), date(2025, 10, 26)),
+    # A start in a skipped hour just before midnight, and a repeated hour across midnight.
+    ("America/Nuuk", "23:30", datetime(2025, 3, 30, 1, 10, tzinfo=UTC), date(2025, 3, 28)),
+    ("America/Moncton", "00:00", datetime(2000, 10, 29, 3, 30, tzinfo=UTC), date(2000, 10, 29)),
 ])
 def test_an_instant_belongs_to_the_gaming_day_whose_start_it_follows(
         tz: str, start: str, at: datetime, day: date) -> None:
