@@ -9,13 +9,18 @@ changes, so ``pitboss keys create`` takes effect without a restart.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import secrets
+import stat
+import tempfile
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import wraps
@@ -131,36 +136,60 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
     return _parse_records(text, source=str(path))
 
 
+@contextmanager
+def _editing(path: Path) -> Iterator[Path]:
+    """The key file to edit (through a symlink to its target), held against every other
+    edit meanwhile: two `keys create` at once must both land."""
+    target = path.resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target.with_name(target.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield target
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def _write_records(path: Path, records: Sequence[dict[str, Any]]) -> None:
-    """Replace the file at once with ``records`` as JSON lines (mode 0600): a server
-    re-reading it sees the old keys or the new ones, never a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write("".join(json.dumps(record) + "\n" for record in records))
-    tmp.replace(path)
+    """Replace the file at once with ``records`` as JSON lines, keeping its mode (0600 for a
+    new one): a server re-reading it sees the old keys or the new ones, never a part."""
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o600
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as out:
+            os.fchmod(out.fileno(), mode)
+            out.write("".join(json.dumps(record) + "\n" for record in records))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def append_key(path: Path, name: str, role: str) -> str:
-    """Create a key, store its hash in ``path`` (mode 0600), and return the key (shown once)."""
-    records = _read_records(path)
-    if any(r["name"] == name for r in records):
-        raise KeyConfigError(f"{path} already has a key named {name!r}")
-    key = new_key()
-    record = ApiKey(name=name, role=role, key_hash=hash_key(key))
-    _write_records(path, [*records, {**record.to_json(),
-                                     "created": datetime.now(UTC).isoformat(timespec="seconds")}])
+    """Create a key, store its hash in ``path`` (a new file gets mode 0600), and return the key
+    (shown once)."""
+    with _editing(path) as target:
+        records = _read_records(target)
+        if any(r["name"] == name for r in records):
+            raise KeyConfigError(f"{path} already has a key named {name!r}")
+        key = new_key()
+        record = ApiKey(name=name, role=role, key_hash=hash_key(key))
+        created = datetime.now(UTC).isoformat(timespec="seconds")
+        _write_records(target, [*records, {**record.to_json(), "created": created}])
     return key
 
 
 def remove_keys(path: Path, names: Iterable[str]) -> list[str]:
     """Revoke keys by name; returns the names removed."""
-    records = _read_records(path)
-    wanted = set(names)
-    removed = [r["name"] for r in records if r["name"] in wanted]
-    if removed:
-        _write_records(path, [r for r in records if r["name"] not in wanted])
+    with _editing(path) as target:
+        records = _read_records(target)
+        wanted = set(names)
+        removed = [r["name"] for r in records if r["name"] in wanted]
+        if removed:
+            _write_records(target, [r for r in records if r["name"] not in wanted])
     return removed
 
 
@@ -170,7 +199,7 @@ class KeyRing:
     def __init__(self, keys: Sequence[ApiKey] = (), *, path: Path | None = None) -> None:
         self._static = list(keys)
         self._path = path
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._from_file: list[ApiKey] = []
         self._by_hash = self._index()
         self._lock = threading.Lock()
@@ -187,16 +216,18 @@ class KeyRing:
     def _reload(self) -> None:
         if self._path is None:
             return
+        missing = (0, 0, 0)
         try:
-            stat = self._path.stat()
-            stamp = (stat.st_mtime_ns, stat.st_size)
+            info = self._path.stat()
+            # The inode too: an edit replaces the file, possibly within one mtime tick.
+            stamp = (info.st_ino, info.st_mtime_ns, info.st_size)
         except FileNotFoundError:
-            stamp = (0, 0)
+            stamp = missing
         if stamp == self._stamp:
             return
         with self._lock:
             try:
-                text = self._path.read_text() if stamp != (0, 0) else ""
+                text = self._path.read_text() if stamp != missing else ""
                 self._from_file = parse_keys(text, source=str(self._path))
                 self._by_hash = self._index()
             except KeyConfigError:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from werkzeug.serving import make_server
 
 from api.app import create_app
-from api.auth import KeyConfigError, KeyRing, hash_key, keyring_from, parse_keys
+from api.auth import KeyConfigError, KeyRing, append_key, hash_key, keyring_from, parse_keys
 from api.cli import main
 from api.secrets_files import ShoeKeyError, load_shoe_key
 from api.services import prepare_store
@@ -63,11 +63,35 @@ def test_a_key_file_written_as_a_json_list_is_kept_working_by_create_and_revoke(
     assert [(k.name, k.role) for k in keys] == [("carol", "dealer"), ("dave", "auditor")]
     assert keys[0].key_hash == hash_key("k-carol")
     assert json.loads(path.read_text().splitlines()[0])["created"] == "2026-01-01T00:00:00+00:00"
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
     path.write_text('[{"name": "x"}')
     broken = runner.invoke(main, ["keys", "revoke", "--name", "x", "--file", str(path)])
     assert broken.exit_code == 1
     assert "is not JSON lines or a JSON list" in broken.output
+
+
+def _add_keys(path, tag):
+    for n in range(25):
+        append_key(path, f"{tag}-{n}", "dealer")
+
+
+def test_keys_created_at_once_by_two_processes_all_land(tmp_path):
+    import multiprocessing
+
+    target = tmp_path / "keys.jsonl"
+    target.write_text("")
+    target.chmod(0o640)  # readable by the service's group: an edit keeps that
+    path = tmp_path / "link.jsonl"
+    path.symlink_to(target)  # edits go to the file the link names
+    workers = [multiprocessing.Process(target=_add_keys, args=(path, tag)) for tag in "ab"]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert [w.exitcode for w in workers] == [0, 0]
+    names = {k.name for k in parse_keys(target.read_text(), source="x")}
+    assert names == {f"{tag}-{n}" for tag in "ab" for n in range(25)}
+    assert path.is_symlink()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
 
 
 def test_a_key_file_is_read_again_when_it_changes(tmp_path, database):
