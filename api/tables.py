@@ -35,7 +35,7 @@ from api.services import ledger
 from api.views import Blueprint, actor, guard
 from ledger.application import GameLedger
 from ledger.errors import RuleSetInvalid
-from ledger.rules import RATIO_FIELDS, RuleSet, TableLimits, preset
+from ledger.rules import PRESETS, RATIO_FIELDS, RuleSet, TableLimits, preset
 
 blp = Blueprint("tables", __name__, description="Tables and play (dealer).")
 rounds = Blueprint("rounds", __name__, description="Rounds, decision by decision (dealer).")
@@ -48,13 +48,13 @@ def rules_from(body: dict[str, Any]) -> RuleSet:
     """A preset with its overrides (validated as the rule set is built). Rules that differ
     from the preset carry a name or version of their own: a round records the rule set by
     name, version and content hash (R-S1), and the first two must tell rule sets apart."""
-    base = preset(body["preset"])
     overrides = {k: tuple(v) if k in RATIO_FIELDS else v
                  for k, v in (body.get("overrides") or {}).items()}
-    rules = base.evolve(**overrides)
-    if rules != base and (rules.name, rules.version) == (base.name, base.version):
-        raise RuleSetInvalid("overrides", f"they change {base.name} v{base.version}: give the "
-                             "changed rules a name or version of their own")
+    rules = preset(body["preset"]).evolve(**overrides)
+    named = PRESETS.get(rules.name)
+    if named is not None and named.version == rules.version and named != rules:
+        raise RuleSetInvalid("overrides", f"the rules differ from {named.name} "
+                             f"v{named.version}: give them a name or version of their own")
     return rules
 
 

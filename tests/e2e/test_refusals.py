@@ -192,6 +192,7 @@ def test_a_query_off_its_schema_is_422_naming_the_field(desk, query, field):
     ({"preset": "casino", "overrides": {"dealer_hole_card": True}}, "dealer_hole_card"),
     ({"preset": "casino", "overrides": {"jokers": 2}}, "overrides.jokers"),
     ({"preset": "casino", "overrides": {"decks": 2}}, "overrides"),  # still "casino v1"
+    ({"preset": "casino", "overrides": {"name": "wild21"}}, "overrides"),  # another preset's
     ({"preset": "casino", "limits": {"table_min": 100, "table_max": 50}}, "table_max"),
     ({"preset": "casino", "limits": {"boxes": 13}}, "limits.boxes"),
 ])
