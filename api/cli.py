@@ -421,6 +421,10 @@ def _database_ledger() -> Iterator[GameLedger]:
     env["CREATE_TABLE"] = "n"
     ledger = GameLedger(env=env)
     try:
+        recorder = ledger.recorder
+        if isinstance(recorder, LedgerRecorder) and not recorder.table_exists():
+            raise click.ClickException(f"{settings.describe()} holds no ledger yet (no table "
+                                       f"{recorder.qualified_table}): nothing to read")
         yield ledger
     finally:
         ledger.close()

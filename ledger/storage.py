@@ -149,6 +149,13 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
     def qualified_table(self) -> str:
         return f"{quote(self.datastore.schema)}.{quote(self.events_table_name)}"
 
+    def table_exists(self) -> bool:
+        """Whether the event table has been created (a reader creates nothing)."""
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (self.qualified_table,))
+            row = curs.fetchone()
+        return bool(row and row["found"])
+
 
 class _Appenders:
     """Connections kept out of the pool for appending, the most recently used first, each

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import stat
 import threading
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -299,6 +300,16 @@ def test_the_chain_command_walks_the_database_and_fails_on_another_head(
     alone = CliRunner().invoke(main, ["chain", "--expected-at", "1"])
     assert alone.exit_code == 2
     assert "give both" in alone.output
+
+
+def test_reading_commands_say_so_when_the_database_holds_no_ledger(database, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", f"nothing_{uuid.uuid4().hex[:8]}")
+    for argv in (["chain"], ["replay", str(uuid.uuid4())]):
+        result = CliRunner().invoke(main, argv)
+        assert result.exit_code == 1, result.output
+        assert "holds no ledger yet" in result.output
+        assert "Traceback" not in result.output
 
 
 def test_the_simulated_players_follow_the_legal_list():
