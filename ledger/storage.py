@@ -64,7 +64,7 @@ from eventsourcing.utils import retry
 from psycopg import Cursor
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
-from psycopg.rows import tuple_row
+from psycopg.rows import DictRow, tuple_row
 
 GENESIS = b"\x00" * 32
 CHAIN_PAGE_ROWS = 5000  # read per query while walking the chain
@@ -152,9 +152,14 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
     def table_exists(self) -> bool:
         """Whether the event table has been created (a reader creates nothing)."""
         with self.datastore.transaction(commit=False) as curs:
-            curs.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (self.qualified_table,))
-            row = curs.fetchone()
-        return bool(row and row["found"])
+            return relation_exists(curs, self.qualified_table)
+
+
+def relation_exists(curs: Cursor[DictRow], qualified: str) -> bool:
+    """Whether the table (or view) ``qualified`` exists: its quoted, schema-qualified name."""
+    curs.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (qualified,))
+    row = curs.fetchone()
+    return bool(row and row["found"])
 
 
 class _Appenders:

@@ -44,6 +44,7 @@ from ledger.aggregates.round import Round
 from ledger.aggregates.table import Table
 from ledger.application import GameLedger
 from ledger.errors import InvariantBroken
+from ledger.storage import relation_exists
 from projections.settings import ProjectionSetupError
 
 LEDGER_APP = GameLedger.name
@@ -183,9 +184,7 @@ class BatchProjection(Projection[V], ABC):
 
 
 def table_exists(curs: Curs, table: Identifier) -> bool:
-    curs.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (table.as_string(curs),))
-    row = curs.fetchone()
-    return bool(row and row["found"])
+    return relation_exists(curs, table.as_string(curs))
 
 
 def select_rows(table: Composable, columns: Sequence[str], key: str) -> Composed:
