@@ -67,6 +67,7 @@ from psycopg.pq import Format
 from psycopg.rows import DictRow, tuple_row
 
 GENESIS = b"\x00" * 32
+HEAD_PATTERN = r"[0-9a-f]{64}"  # a link as the audit reports and takes it: SHA-256 in hex
 CHAIN_PAGE_ROWS = 5000  # read per query while walking the chain
 # Rows one request of the audit API walks: by default, and at most.
 CHAIN_WALK_ROWS_DEFAULT = 100_000
@@ -451,7 +452,8 @@ def link(previous: bytes, originator_id: UUID, version: int, topic: str, state: 
 @dataclass(frozen=True)
 class ChainReport:
     """The result of walking (part of) the chain: rows checked, the link reached, what did not
-    match, and whether the walk reached the last row (else it goes on after ``next_after``)."""
+    match, and whether the walk reached the last row unbroken (``complete``; else, unless it
+    broke, it goes on after ``next_after``)."""
 
     rows: int
     head: str
@@ -503,28 +505,22 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
         return ChainReport(rows=0, head="", head_notification_id=after, complete=False,
                            findings=[f"there is no event at notification {after} to start "
                                      "after: start after 0, or after an id a walk reported"])
-    pending = None
-    if expected_head is not None and expected_at is not None:
-        if expected_at < after:
-            return ChainReport(rows=0, head=previous.hex(), head_notification_id=after,
-                               complete=False, findings=[
-                                   f"the head kept outside was taken at notification "
-                                   f"{expected_at}, before this part: start after "
-                                   f"{expected_at} or earlier"])
-        if expected_at == after:  # the link this part starts from, as the part before checked
-            found = _kept_head_findings(after, after, previous.hex(), expected_head)
-            if found:
-                return ChainReport(rows=0, head=previous.hex(), head_notification_id=after,
-                                   complete=False, findings=found)
-        else:
-            pending = expected_at
+    kept_at = expected_at if expected_head is not None else None
+    if kept_at is not None and kept_at < after:
+        return ChainReport(rows=0, head=previous.hex(), head_notification_id=after,
+                           complete=False, findings=[
+                               f"the head kept outside was taken at notification {kept_at}, "
+                               f"before this part: start after {kept_at} or earlier"])
+    # At the part's start, the kept head is compared with the link the part before checked.
+    findings = (_kept_head_findings(after, after, previous.hex(), expected_head)
+                if kept_at == after else [])
+    pending = kept_at if kept_at is not None and kept_at > after else None
     rows = 0
     last_id = after
-    findings: list[str] = []
-    complete = True
-    for row in _rows(recorder, after):
+    reached_end = not findings
+    for row in [] if findings else _rows(recorder, after):
         if limit is not None and rows == limit:
-            complete = False
+            reached_end = False
             break
         rows += 1
         last_id = row["notification_id"]
@@ -535,26 +531,23 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
             findings.append(f"event {row['originator_id']} v{row['originator_version']} "
                             f"(notification {last_id}) does not match the chain: the record "
                             "or one before it was altered")
-            complete = False
             break
         previous = expected
         if pending is not None and last_id >= pending:
             findings += _kept_head_findings(pending, last_id, expected.hex(), expected_head)
             pending = None
             if findings:
-                complete = False
                 break
         if on_row is not None:
             on_row(last_id)
     head = previous.hex()
-    if complete and not findings and expected_head is not None:
-        if pending is not None:
-            findings.append(f"there is no event at notification {pending}, where the head "
-                            "kept outside was taken")
-        elif expected_at is None and expected_head != head:
+    if reached_end and not findings and expected_head is not None:
+        if pending is not None:  # the walk ended before the kept head's notification id
+            findings += _kept_head_findings(pending, last_id, head, expected_head)
+        elif kept_at is None and expected_head != head:
             findings.append(f"the chain head is {head}, not the {expected_head} kept outside")
     return ChainReport(rows=rows, head=head, head_notification_id=last_id, findings=findings,
-                       complete=complete)
+                       complete=reached_end and not findings)
 
 
 def _kept_head_findings(at: int, reached: int, recomputed: str, kept: str | None) -> list[str]:

@@ -194,6 +194,12 @@ def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
     later = verify_chain(recorder, after=kept_at + 1, expected_head=kept, expected_at=kept_at)
     assert not later.intact
     assert "before this part" in later.findings[0]
+    last, _ = chain_head(recorder)
+    beyond = verify_chain(recorder, expected_head=kept, expected_at=last + 1)
+    assert beyond.findings == [f"there is no event at notification {last + 1}, where the head "
+                               "kept outside was taken: it was removed, or the id is not the "
+                               "one kept with it"]
+    assert not beyond.complete
 
 
 def test_processes_starting_together_create_the_tables_once_without_deadlock(
