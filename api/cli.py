@@ -37,7 +37,13 @@ from api.services import prepare_store
 from api.simulate import Keys, SimulationError, TablePlay
 from ledger.application import GameLedger
 from ledger.errors import LedgerError
-from ledger.storage import CHAIN_PAGE_ROWS, LedgerRecorder, chain_head, verify_chain
+from ledger.storage import (
+    CHAIN_PAGE_ROWS,
+    HEAD_PATTERN,
+    LedgerRecorder,
+    chain_head,
+    verify_chain,
+)
 from projections.engine import NAMES
 from projections.rebuild import rebuild as rebuild_projection
 from projections.settings import (
@@ -431,7 +437,7 @@ def _database_ledger() -> Iterator[GameLedger]:
 
 
 def _head_hash(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
-    if value is not None and re.fullmatch(r"[0-9a-f]{64}", value) is None:
+    if value is not None and re.fullmatch(HEAD_PATTERN, value) is None:
         raise click.BadParameter("a head hash is 64 lowercase hexadecimal digits")
     return value
 

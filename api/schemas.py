@@ -26,7 +26,7 @@ from ledger.rules import (
     RATIO_FIELDS,
     RuleSet,
 )
-from ledger.storage import CHAIN_WALK_ROWS_DEFAULT, CHAIN_WALK_ROWS_MAX
+from ledger.storage import CHAIN_WALK_ROWS_DEFAULT, CHAIN_WALK_ROWS_MAX, HEAD_PATTERN
 
 BOX_MAX: Final = 12
 HAND_MAX: Final = 15
@@ -336,7 +336,7 @@ class ChainQuerySchema(Schema):
                                  f"{CHAIN_WALK_ROWS_MAX:,}; a longer chain is walked in parts "
                                  "(`next_after`)."})
     expected_head = fields.String(
-        validate=FullMatch(r"^[0-9a-f]{64}$"),
+        validate=FullMatch(f"^{HEAD_PATTERN}$"),
         metadata={"description": "A head kept outside the database (`/audit/chain/head`): "
                                  "the link recomputed at `expected_at` must be this one."})
     expected_at = QueryWholeNumber(
