@@ -91,7 +91,10 @@ def hash_key(key: str) -> str:
 
 def parse_keys(text: str, *, source: str) -> list[ApiKey]:
     """JSON lines, or one JSON list, of ``{name, role, key_hash}`` objects."""
-    records = _parse_records(text, source=source)
+    return _keys_from(_parse_records(text, source=source), source)
+
+
+def _keys_from(records: list[Any], source: str) -> list[ApiKey]:
     keys = [_key_from(item, source) for item in records]
     names = [k.name for k in keys]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -131,9 +134,9 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
     them; none when the file does not exist."""
     if not path.exists():
         return []
-    text = path.read_text()
-    parse_keys(text, source=str(path))  # refuse what the server would refuse
-    return _parse_records(text, source=str(path))
+    records = _parse_records(path.read_text(), source=str(path))
+    _keys_from(records, str(path))  # refuse what the server would refuse
+    return records
 
 
 @contextmanager
