@@ -572,11 +572,12 @@ def report(db: Database, raw: RawInserts, args: argparse.Namespace) -> None:
     finally:
         app.close()
 
-    progress(f"(e) write path, {args.write_path} transactions per variant")
-    out("    the write path alone, variants in turn (mean latency, p50, p99):")
-    for label, w in write_path(db, raw, args.write_path, rows):
-        out(f"      {label:<46} {1e3 / w['rate']:7.3f} ms  {w['p50_ms']:7.3f}  "
-            f"{w['p99_ms']:7.3f}")
+    if args.write_path:
+        progress(f"(e) write path, {args.write_path} transactions per variant")
+        out("    the write path alone, variants in turn (mean latency, p50, p99):")
+        for label, w in write_path(db, raw, args.write_path, rows):
+            out(f"      {label:<46} {1e3 / w['rate']:7.3f} ms  {w['p50_ms']:7.3f}  "
+                f"{w['p99_ms']:7.3f}")
 
     if args.what_if:
         what_if(db, raw, args, per_round, out)
