@@ -35,7 +35,7 @@ from api.services import ledger
 from api.views import Blueprint, actor, guard
 from ledger.application import GameLedger
 from ledger.errors import RuleSetInvalid
-from ledger.rules import PRESETS, RATIO_FIELDS, RuleSet, TableLimits, preset
+from ledger.rules import RATIO_FIELDS, RuleSet, TableLimits, preset, preset_clash
 
 blp = Blueprint("tables", __name__, description="Tables and play (dealer).")
 rounds = Blueprint("rounds", __name__, description="Rounds, decision by decision (dealer).")
@@ -51,10 +51,9 @@ def rules_from(body: dict[str, Any]) -> RuleSet:
     overrides = {k: tuple(v) if k in RATIO_FIELDS else v
                  for k, v in (body.get("overrides") or {}).items()}
     rules = preset(body["preset"]).evolve(**overrides)
-    named = PRESETS.get(rules.name)
-    if named is not None and named.version == rules.version and named != rules:
-        raise RuleSetInvalid("overrides", f"the rules differ from {named.name} "
-                             f"v{named.version}: give them a name or version of their own")
+    clash = preset_clash(rules)
+    if clash is not None:  # the ledger refuses it too; here the field at fault is named
+        raise RuleSetInvalid("overrides", clash)
     return rules
 
 

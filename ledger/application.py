@@ -68,13 +68,14 @@ from ledger.errors import (
     LedgerError,
     NotFound,
     RequestIdReused,
+    RuleSetInvalid,
     StaleVersion,
     TableClosed,
 )
 from ledger.money import HOUSE as HOUSE_KEY
 from ledger.money import net_movements
 from ledger.plays import Play
-from ledger.rules import RuleSet, TableLimits
+from ledger.rules import RuleSet, TableLimits, preset_clash
 from ledger.sealing import SCHEME, ShoeSealer
 from ledger.shoe import Shoe, commitment, fresh_order, new_salt
 from ledger.storage import LedgerRecorder, newest_with_topic
@@ -129,6 +130,7 @@ class GameLedger(Application[UUID]):
         """Open a table under a rule set and its limits (R-S1, R-X15)."""
         _check_name("table name", name)
         _check_currency(currency)
+        _check_rule_set(rules)
         limits = limits or TableLimits()
         table_id = ids.table_id(name)
         payload = {"name": name, "rules": rules.to_dict(), "limits": limits.to_dict(),
@@ -154,6 +156,7 @@ class GameLedger(Application[UUID]):
         or, given as a mapping, changes the named ones over the limits the table has when
         the command runs (so two managers changing different limits keep both)."""
         _check_reason(reason, "R-S1")
+        _check_rule_set(rules)
         changes = limits.to_dict() if isinstance(limits, TableLimits) else dict(limits)
         payload = {"table_id": str(table_id), "rules": rules.to_dict(), "limits": changes,
                    "reason": reason}
@@ -920,6 +923,12 @@ def _check_name(what: str, name: str) -> None:
             or not name.isprintable() or name != name.strip():
         raise BetRefused(f"A {what} is 1 to {NAME_MAX_CHARS} printable characters without "
                          "surrounding spaces.", "R-S1")
+
+
+def _check_rule_set(rules: RuleSet) -> None:
+    clash = preset_clash(rules)
+    if clash is not None:
+        raise RuleSetInvalid("name", clash)
 
 
 def _check_reason(reason: str, rule: str) -> None:

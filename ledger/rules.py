@@ -189,6 +189,17 @@ CASINO_WILD = RuleSet(name="casino_wild", version=1, wild_cards=1)
 PRESETS: dict[str, RuleSet] = {r.name: r for r in (CASINO, WILD21, CASINO_WILD)}
 
 
+def preset_clash(rules: RuleSet) -> str | None:
+    """Why these rules may not be recorded under their name and version, if a preset has
+    both with other content: a round records its rules by name, version and content hash
+    (R-S1), and the first two must tell a preset from its variants."""
+    named = PRESETS.get(rules.name)
+    if named is None or named.version != rules.version or named == rules:
+        return None
+    return (f"the rules differ from {named.name} v{named.version}: give them a name or "
+            "version of their own")
+
+
 def preset(name: str) -> RuleSet:
     try:
         return PRESETS[name]

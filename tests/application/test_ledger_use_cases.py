@@ -22,6 +22,7 @@ from ledger.errors import (
     NotYourTurn,
     RequestIdReused,
     RoundClosed,
+    RuleSetInvalid,
     StaleVersion,
 )
 from ledger.rules import CASINO, CASINO_WILD, TableLimits
@@ -220,6 +221,19 @@ def test_a_table_closed_or_its_rules_changed_records_a_real_reason(
               DecisionRefused, "R-H2")
     unchanged(app, lambda: app.change_rules("r", "manager", desk.table, CASINO_WILD,
                                             TableLimits(), reason), DecisionRefused, "R-S1")
+
+
+def test_rules_under_a_presets_name_and_version_are_that_preset(
+        make_ledger: MakeLedger) -> None:
+    desk = Desk(make_ledger())
+    app = desk.app
+    for variant in (CASINO.evolve(decks=2), CASINO.evolve(name="wild21")):
+        unchanged(app, lambda v=variant: app.open_table("o", "boss", "T2", v),
+                  RuleSetInvalid, "R-S1")
+        unchanged(app, lambda v=variant: app.change_rules("r", "manager", desk.table, v,
+                                                          TableLimits(), "fewer decks"),
+                  RuleSetInvalid, "R-S1")
+    app.open_table("o", "boss", "T2", CASINO.evolve(decks=2, version=2))
 
 
 def test_changed_rules_apply_to_future_rounds_only(make_ledger: MakeLedger) -> None:
