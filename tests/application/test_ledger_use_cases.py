@@ -228,10 +228,10 @@ def test_rules_under_a_presets_name_and_version_are_that_preset(
     desk = Desk(make_ledger())
     app = desk.app
     for variant in (CASINO.evolve(decks=2), CASINO.evolve(name="wild21")):
-        unchanged(app, lambda v=variant: app.open_table("o", "boss", "T2", v),
+        unchanged(app, functools.partial(app.open_table, "o", "boss", "T2", variant),
                   RuleSetInvalid, "R-S1")
-        unchanged(app, lambda v=variant: app.change_rules("r", "manager", desk.table, v,
-                                                          TableLimits(), "fewer decks"),
+        unchanged(app, functools.partial(app.change_rules, "r", "manager", desk.table,
+                                         variant, TableLimits(), "fewer decks"),
                   RuleSetInvalid, "R-S1")
     app.open_table("o", "boss", "T2", CASINO.evolve(decks=2, version=2))
 
