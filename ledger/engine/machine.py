@@ -56,7 +56,22 @@ _PHASE_REFUSALS = {  # why a command of another phase is refused now
     SETTLING: ("The dealer has finished; the round only awaits settlement.", "R-G5"),
 }
 REASON_MAX_CHARS = 500
-_STATUS_RULE = {LIVE: "R-G4", BUST: "R-G3", SURRENDERED: "R-C1", FORFEITED: "R-W2"}
+_STATUS_RULE = {BUST: "R-G3", SURRENDERED: "R-C1", FORFEITED: "R-W2"}
+
+
+def _finished(h: Hand) -> tuple[str, str]:
+    """Why a hand's turn is over, and the rule that ends it."""
+    if h.status != LIVE:
+        return f"it is {h.status}", _STATUS_RULE[h.status]
+    if WILD in h.cards:
+        return "it holds a wild card", "R-W1"
+    if h.doubled:
+        return "a doubled hand takes one card and stands", "R-C2"
+    if h.split_aces:
+        return "a split ace takes one card and stands", "R-C3"
+    if hand_total(h.cards)[0] == 21:
+        return "21 stands automatically", "R-G4"
+    return "it stood, and standing is final", "R-X3"
 
 
 class Legal(NamedTuple):
@@ -574,9 +589,8 @@ class RoundMachine:
         self._require_no_pending()
         if self.turn() != (box, hand):
             if h.done:
-                raise NotYourTurn(f"Box {box}, hand {hand} has finished its turn"
-                                  + ("" if h.status == LIVE else f": it is {h.status}") + ".",
-                                  _STATUS_RULE[h.status])
+                why, rule = _finished(h)
+                raise NotYourTurn(f"Box {box}, hand {hand} has finished its turn: {why}.", rule)
             t = self.turn()
             raise NotYourTurn(f"It is not this hand's turn: box {t[0] if t else '-'}, hand "
                               f"{t[1] if t else '-'} plays first (hands play left to right).",

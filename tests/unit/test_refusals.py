@@ -277,11 +277,35 @@ def test_a_split_hand_acting_before_the_hand_to_its_left_is_refused() -> None:
     refused(r, NotYourTurn, "R-C3", lambda: r.hit("P1", 1, 1), match="hand 0 plays first")
 
 
+FINISHED: dict[str, tuple[Callable[[], Watched], int, str, str]] = {  # a hand of box 1 whose turn has ended, the rule that ended it, and why
+    # (a hit, double or split there is refused by its own rule first)
+    "stood": (lambda: two_boxes("8S 9H 7D 8H 9C").stand("P1", 1), 0, "R-X3",
+              "standing is final"),
+    "doubled": (lambda: two_boxes("6S 9H 7D 5S 9C 2C").double("P1", 1), 0, "R-C2",
+                "doubled hand takes one card"),
+    "split ace": (lambda: two_boxes("AS 9H 7D AH 9C 5C 6C").split("P1", 1), 0, "R-C3",
+                  "split ace takes one card"),
+    "wild card": (lambda: two_boxes("9S 9H 7D W 9C", CASINO_WILD), 0, "R-W1",
+                  "holds a wild card"),
+    "21": (lambda: two_boxes("5S 9H 7D 6S 9C TD").hit("P1", 1), 0, "R-G4",
+           "21 stands automatically"),
+}
+
+
+@pytest.mark.parametrize("finished", FINISHED)
+def test_standing_on_a_finished_hand_cites_what_finished_it(finished: str) -> None:
+    make, hand, rule, why = FINISHED[finished]
+    r = make()
+    assert r.m.boxes[1].hands[hand].done
+    refused(r, NotYourTurn, rule, lambda: r.stand("P1", 1, hand),
+            match=f"finished its turn: .*{why}")
+
+
 @pytest.mark.parametrize("decision", PLAYS)
 def test_a_playing_decision_on_a_hand_that_stood_is_refused(decision: str) -> None:
     r = two_boxes("8S 9H 7D 8H 9C").stand("P1", 1)
-    refused(r, NotYourTurn, "R-G4", lambda: getattr(r, decision)("P1", 1),
-            match="finished its turn")
+    refused(r, NotYourTurn, "R-X3", lambda: getattr(r, decision)("P1", 1),
+            match="finished its turn: it stood")
 
 
 def test_a_hit_on_a_hand_that_went_over_21_is_refused() -> None:
