@@ -673,6 +673,8 @@ class RoundMachine:
         b = self.box(box)
         hand = b.hands[0]
         if (f.MAIN, bettor, box, 0) not in self.open_stakes:
+            if bettor in b.bettors and hand.status != LIVE:
+                return f"Box {box} is already {hand.status}.", _STATUS_RULE[hand.status]
             return f"{bettor} has no open stake on box {box}.", "R-C6"
         if not self.is_natural(b, hand) or hand.status != LIVE:
             return f"Box {box} does not hold a natural.", "R-C6"

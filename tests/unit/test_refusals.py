@@ -277,8 +277,9 @@ def test_a_split_hand_acting_before_the_hand_to_its_left_is_refused() -> None:
     refused(r, NotYourTurn, "R-C3", lambda: r.hit("P1", 1, 1), match="hand 0 plays first")
 
 
-FINISHED: dict[str, tuple[Callable[[], Watched], int, str, str]] = {  # a hand of box 1 whose turn has ended, the rule that ended it, and why
-    # (a hit, double or split there is refused by its own rule first)
+# A hand of box 1 whose turn has ended, the rule that ended it, and why (a hit, double or
+# split there is refused by its own rule first).
+FINISHED: dict[str, tuple[Callable[[], Watched], int, str, str]] = {
     "stood": (lambda: two_boxes("8S 9H 7D 8H 9C").stand("P1", 1), 0, "R-X3",
               "standing is final"),
     "doubled": (lambda: two_boxes("6S 9H 7D 5S 9C 2C").double("P1", 1), 0, "R-C2",
@@ -522,6 +523,14 @@ def test_even_money_after_a_card_has_left_the_shoe_is_refused() -> None:
 def test_even_money_taken_twice_is_refused() -> None:
     r = two_boxes("AS 9H AD KS 9C").even_money("P1", 1)
     refused(r, DecisionRefused, "R-C6", lambda: r.even_money("P1", 1), match="no open stake")
+
+
+def test_even_money_on_a_natural_forfeited_to_a_wild_card_cites_the_forfeit() -> None:
+    # casino_wild: box 1 (P1) is dealt the wild card first, forfeiting P2's A,K on box 2.
+    r = two_boxes("W AS AD 9S KH", CASINO_WILD)
+    assert r.m.boxes[2].hands[0].status == "forfeited"
+    refused(r, DecisionRefused, "R-W2", lambda: r.even_money("P2", 2),
+            match="already forfeited")
 
 
 def test_even_money_by_a_bettor_without_a_stake_on_the_box_is_refused() -> None:
