@@ -19,9 +19,10 @@ GAMING_DAY_TZ: Final = "PITBOSS_GAMING_DAY_TZ"
 GAMING_DAY_START: Final = "PITBOSS_GAMING_DAY_START"
 GAMING_DAY_TZ_DEFAULT: Final = "UTC"
 GAMING_DAY_START_DEFAULT: Final = time(6, 0)
-# The gaming days whose bounds fit the calendar in every time zone.
+# The gaming days whose bounds fit the calendar in every time zone from any day start: the
+# next day's start, at up to 12 hours west of UTC, must not fall after 9999-12-31.
 DAY_MIN: Final = date(1, 1, 2)
-DAY_MAX: Final = date(9999, 12, 30)
+DAY_MAX: Final = date(9999, 12, 29)
 STATEMENT_TIMEOUT_MS: Final = "PITBOSS_QUERY_STATEMENT_TIMEOUT_MS"
 
 # Batches: a page of notifications is read, applied and tracked in one transaction.

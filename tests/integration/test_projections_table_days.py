@@ -10,14 +10,14 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, time
 from typing import Any
 from uuid import UUID
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, available_timezones
 
 import pytest
 
 from ledger.rules import CASINO
 from projections.queries import ReadModels
 from projections.rebuild import rebuild
-from projections.settings import GamingDay, ProjectionSetupError
+from projections.settings import DAY_MAX, DAY_MIN, GamingDay, ProjectionSetupError
 from projections.worker import run_worker
 from tests.integration.test_projections_support import Casino, Clock, Env, engine
 
@@ -168,6 +168,14 @@ def test_an_instant_belongs_to_the_gaming_day_whose_start_it_follows(
     assert gaming_day.day_of(at) == day
     begins, ends = gaming_day.bounds(day)
     assert begins <= at < ends
+
+
+@pytest.mark.parametrize("start", [time(0, 0), time(23, 59)])
+def test_the_first_and_last_gaming_days_have_bounds_in_every_time_zone(start: time) -> None:
+    for tz in sorted(available_timezones()):
+        for day in (DAY_MIN, DAY_MAX):
+            begins, ends = GamingDay(tz, start).bounds(day)
+            assert begins < ends
 
 
 def test_a_gaming_day_with_the_clocks_going_forward_lasts_23_hours() -> None:
