@@ -54,7 +54,7 @@ def play(make_ledger: MakeLedger) -> Callable[..., LedgerScripted]:
     def start(rules: RuleSet, cards: str, limits: TableLimits | None = None) -> LedgerScripted:
         wild = cards.split().count("W")
         if wild > rules.wild_cards:
-            rules = rules.evolve(wild_cards=wild)
+            rules = rules.evolve(name=f"{rules.name}, {wild} wild cards", wild_cards=wild)
         return LedgerScripted(make_ledger(SteeredShuffle(cards)), rules, limits)
 
     return start

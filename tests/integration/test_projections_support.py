@@ -26,7 +26,7 @@ from projections.engine import NAMES, PROJECTION_CLASSES, Engine
 Env = dict[str, str]
 PARTS = {cls.name: cls.view_class.parts for cls in PROJECTION_CLASSES}
 # One deck and four wild cards: wild cards, forfeits and new shoes come often.
-WILD_HEAVY = CASINO_WILD.evolve(decks=1, wild_cards=4)
+WILD_HEAVY = CASINO_WILD.evolve(name="wild heavy", decks=1, wild_cards=4)
 RULE_SETS: tuple[RuleSet, ...] = (CASINO, WILD_HEAVY, WILD21)
 SETTLED, VOIDED = "settled", "voided"
 

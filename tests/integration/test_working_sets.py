@@ -113,7 +113,7 @@ def test_a_refusal_decided_on_a_stale_account_is_checked_on_the_stored_one(
 
 def test_a_process_behind_on_the_shoe_replaces_it_once_the_cut_card_is_out(
         ledgers: Ledgers, monkeypatch: pytest.MonkeyPatch) -> None:
-    rules = CASINO.evolve(decks=1, penetration_percent=50)
+    rules = CASINO.evolve(name="short shoe", decks=1, penetration_percent=50)
     a, b = ledgers(), ledgers()
     table, r = dealt_round(a, rules)
     first_shoe = b.round_state(r)["shoe_id"]
