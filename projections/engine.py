@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.persistence import Notification, ProgrammingError
@@ -53,6 +53,7 @@ PROJECTION_CLASSES: tuple[type[BatchProjection[Any]], ...] = (
     BalancesProjection, RoundIndexProjection, TableDaysProjection)
 NAMES = tuple(cls.name for cls in PROJECTION_CLASSES)
 READER_DEFAULTS = {"LEDGER_POSTGRES_POOL_SIZE": "1", "LEDGER_POSTGRES_MAX_OVERFLOW": "2"}
+T = TypeVar("T")
 # Creating tables concurrently (two workers starting, a worker and the API) can deadlock in the
 # catalog; the read side serializes its DDL on this advisory lock.
 DDL_LOCK_KEY = 0x70697462_6F737331  # "pitboss1"
@@ -139,20 +140,24 @@ class Reader:
         self.channel = recorder.channel_name
 
     def page(self, after: int, limit: int) -> Sequence[Notification]:
-        try:
-            page: Sequence[Notification] = self.recorder.select_notifications(
-                after, limit, inclusive_of_start=False)
-        except ProgrammingError as error:
-            if isinstance(error.__cause__, UndefinedTable):
-                return []
-            raise
-        return page
+        return self._read(lambda: self.recorder.select_notifications(
+            after, limit, inclusive_of_start=False), [])
 
     def decode(self, notification: Notification) -> Any:
         return self.ledger.mapper.to_domain_event(notification)
 
     def head(self) -> int:
-        return self.recorder.max_notification_id() or 0
+        return self._read(lambda: self.recorder.max_notification_id() or 0, 0)
+
+    @staticmethod
+    def _read(query: Callable[[], T], empty: T) -> T:
+        """What ``query`` reads from the event table, or ``empty`` until the table exists."""
+        try:
+            return query()
+        except ProgrammingError as error:
+            if isinstance(error.__cause__, UndefinedTable):
+                return empty
+            raise
 
     def close(self) -> None:
         self.ledger.close()

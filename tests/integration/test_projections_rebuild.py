@@ -151,6 +151,16 @@ def test_a_rebuild_reports_its_progress_against_the_head_it_started_at(
     assert f"at notification {events} of {events} (100%)" in lines[-1]
 
 
+def test_a_rebuild_before_the_ledger_has_written_anything_builds_empty_views(env: Env) -> None:
+    report = rebuild(env, "balances")
+    assert (report["events_read"], report["swapped"], report["position"]) == (0, True, 0)
+    read_models = ReadModels(env)
+    try:
+        assert read_models.positions()[0]["ledger_head"] == 0
+    finally:
+        read_models.close()
+
+
 def test_an_unknown_projection_cannot_be_rebuilt(env: Env) -> None:
     with pytest.raises(ProjectionSetupError, match="there is no projection 'ledger'"):
         rebuild(env, "ledger")
