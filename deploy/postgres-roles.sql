@@ -28,7 +28,8 @@ GRANT SELECT, INSERT ON pitboss.ledger_snapshots TO pitboss_service;
 GRANT SELECT ON pitboss.ledger_events TO pitboss_auditor;
 
 -- Projection tables (their names start with the projection's name) are maintained by the
--- service; grant them once they exist, e.g.:
+-- service; grant them once they exist (`pitboss rebuild`, run as the owner, gives the tables it
+-- swaps in the grants of those they replace), e.g.:
 --   GRANT SELECT, INSERT, UPDATE, DELETE ON pitboss.balances_tracking TO pitboss_service;
 --   GRANT SELECT ON pitboss.balances_tracking TO pitboss_auditor;
 ALTER DEFAULT PRIVILEGES FOR ROLE pitboss_owner IN SCHEMA pitboss

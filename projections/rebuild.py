@@ -105,6 +105,8 @@ def swap(fresh: View, live: View) -> None:
         curs.execute(SQL("SET LOCAL lock_timeout = {}").format(
             SQL(str(SWAP_LOCK_TIMEOUT_S * 1000))))
         existing = [p for p in parts if table_exists(curs, live.qualified(p))]
+        for part in existing:
+            _copy_grants(curs, live.qualified(part), fresh.qualified(part))
         if existing:
             curs.execute(SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
                 SQL(", ").join(live.qualified(p) for p in existing)))
@@ -115,6 +117,21 @@ def swap(fresh: View, live: View) -> None:
             curs.execute(SQL("ALTER TABLE {} RENAME TO {}").format(
                 fresh.qualified(part), Identifier(new_name)))
             _rename_indexes(curs, schema, new_name, old_name)
+
+
+def _copy_grants(curs: Curs, source: Identifier, target: Identifier) -> None:
+    """Grant on ``target`` what others hold on ``source`` (its owner's rights aside): the
+    roles that read or maintain a live table keep doing so once it is replaced."""
+    curs.execute("SELECT a.privilege_type, a.is_grantable, a.grantee = 0 AS public, "
+                 "pg_get_userbyid(a.grantee) AS grantee "
+                 "FROM pg_class c, aclexplode(c.relacl) a "
+                 "WHERE c.oid = %s::regclass AND a.grantee <> c.relowner",
+                 (source.as_string(curs),))
+    for row in curs.fetchall():
+        curs.execute(SQL("GRANT {} ON {} TO {}{}").format(
+            SQL(row["privilege_type"]), target,
+            SQL("PUBLIC") if row["public"] else Identifier(row["grantee"]),
+            SQL(" WITH GRANT OPTION") if row["is_grantable"] else SQL("")))
 
 
 def _rename_indexes(curs: Curs, schema: str, table: str, old_prefix: str) -> None:

@@ -21,6 +21,8 @@ from ledger.application import GameLedger
 from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
 from ledger.storage import LedgerRecorder, verify_chain
+from projections.engine import Engine
+from projections.rebuild import rebuild
 
 ROLES_FILE = Path(__file__).parents[2] / "deploy" / "postgres-roles.sql"
 Env = dict[str, str]
@@ -100,3 +102,35 @@ def test_the_service_role_records_rounds_but_cannot_write_around_the_ledger(
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(f"SELECT * FROM {insert_function}(%s, %s, %s, %s)",
                          ([uuid.uuid4()], [1], ["x"], [b"x"]))
+
+
+def test_a_rebuilt_read_model_keeps_the_grants_of_the_one_it_replaced(
+        roles: tuple[Env, dict[str, str]], database: DatabaseSettings) -> None:
+    env, names = roles
+    service, auditor = names["pitboss_service"], names["pitboss_auditor"]
+    schema = env["POSTGRES_SCHEMA"]
+    Engine(env).close()  # the projection tables, made by the owner
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s "
+            "AND tablename LIKE 'balances%%'", (schema,))]
+        for table in tables:  # as the roles file says to, once they exist
+            conn.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{schema}"."{table}" '
+                         f"TO {service}")
+            conn.execute(f'GRANT SELECT ON "{schema}"."{table}" TO {auditor}')
+    ledger = GameLedger(env=env, shoe_key=ShoeSealer.new_key())
+    try:
+        ledger.open_account("a", "cashier", "P1")
+        ledger.buy_in("b", "cashier", "P1", 500)
+        rebuild(env, "balances")  # as the owner
+        ledger.buy_in("c", "cashier", "P1", 200)
+    finally:
+        ledger.close()
+    with Engine({**env, "POSTGRES_USER": service, "CREATE_TABLE": "n"},
+                names=["balances"]) as worker:
+        assert worker.catch_up(100) > 0
+    with as_role(database, auditor) as conn:
+        row = conn.execute(f'SELECT available FROM "{schema}".balances_accounts').fetchone()
+        assert row == (700,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f'DELETE FROM "{schema}".balances_accounts')
