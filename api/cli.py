@@ -19,6 +19,9 @@ from typing import Any
 from uuid import UUID
 
 import click
+import psycopg
+from eventsourcing.persistence import OperationalError as PersistenceOperationalError
+from eventsourcing.persistence import ProgrammingError as PersistenceProgrammingError
 
 from api.app import ledger_env
 from api.auth import ROLES, KeyConfigError, append_key, parse_keys, remove_keys
@@ -51,6 +54,7 @@ from projections.settings import (
     BATCH_SIZE_MAX,
     POLL_INTERVAL_MAX_S,
     POLL_INTERVAL_MIN_S,
+    ProjectionSetupError,
 )
 from projections.worker import run_worker
 
@@ -59,7 +63,26 @@ _REPO_GUNICORN_CONFIG = Path(__file__).resolve().parent.parent / "deploy" / "gun
 WSGI_APP = "api.wsgi:app"
 
 
-@click.group()
+# What the person at the terminal can mend (a setting, a key file, a database that is down or
+# not prepared, a server that refuses): one line and exit status 1, not a traceback.
+_DATABASE_ERRORS = (PersistenceOperationalError, PersistenceProgrammingError,
+                    psycopg.OperationalError, psycopg.ProgrammingError)
+_OPERATOR_ERRORS = (DatabaseSetupError, ShoeKeyError, KeyConfigError, ProjectionSetupError,
+                    ApiError, SimulationError, OSError, *_DATABASE_ERRORS)
+
+
+class _Commands(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _OPERATOR_ERRORS as exc:
+            first_line = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+            if isinstance(exc, _DATABASE_ERRORS):
+                first_line = f"database error: {first_line}"
+            raise click.ClickException(first_line) from exc
+
+
+@click.group(cls=_Commands)
 @click.option(
     "--log-level",
     default="INFO",
@@ -151,11 +174,8 @@ def db() -> None:
 @db.command("check")
 def db_check() -> None:
     """Resolve the database (starting the embedded one if needed) and run ``select 1``."""
-    try:
-        settings = resolve_database(os.environ)
-        check_database(settings, timeout_s=settings.connect_timeout_s)
-    except DatabaseSetupError as exc:
-        raise click.ClickException(str(exc)) from exc
+    settings = resolve_database(os.environ)
+    check_database(settings, timeout_s=settings.connect_timeout_s)
     click.echo(f"ok: {settings.masked()} (from {settings.source})")
 
 
@@ -188,10 +208,7 @@ def db_stop(data_dir: Path) -> None:
               help="seconds between looks when idle (a NOTIFY wakes it sooner)")
 def project(batch_size: int, poll_interval_s: float) -> None:
     """Run the projection worker: keep the read models up to date until SIGTERM or Ctrl-C."""
-    try:
-        settings = resolve_database(os.environ)
-    except DatabaseSetupError as exc:
-        raise click.ClickException(str(exc)) from exc
+    settings = resolve_database(os.environ)
     stop = threading.Event()
     with _stopping_on_signals(stop):
         run_worker(ledger_env(settings, os.environ), stop, batch_size=batch_size,
@@ -229,11 +246,7 @@ def positions() -> None:
 
 
 def _projection_env() -> dict[str, str]:
-    try:
-        settings = resolve_database(os.environ)
-    except DatabaseSetupError as exc:
-        raise click.ClickException(str(exc)) from exc
-    return ledger_env(settings, os.environ)
+    return ledger_env(resolve_database(os.environ), os.environ)
 
 
 @contextmanager
@@ -274,10 +287,7 @@ def keys() -> None:
 def keys_create(name: str, role: str, keys_file: Path | None) -> None:
     """Create a key: its hash goes to the key file, the key is printed once."""
     path = keys_file or default_keys_file(os.environ)
-    try:
-        key = append_key(path, name, role)
-    except KeyConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+    key = append_key(path, name, role)
     click.echo(f"created a {role} key for {name} in {path}; it is shown only now:", err=True)
     click.echo(key)
 
@@ -287,10 +297,7 @@ def keys_create(name: str, role: str, keys_file: Path | None) -> None:
 def keys_list(keys_file: Path | None) -> None:
     """The key holders and their roles (never the keys)."""
     path = keys_file or default_keys_file(os.environ)
-    try:
-        found = parse_keys(path.read_text(), source=str(path)) if path.exists() else []
-    except KeyConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+    found = parse_keys(path.read_text(), source=str(path)) if path.exists() else []
     for key in found:
         click.echo(f"{key.name}\t{key.role}")
 
@@ -301,10 +308,7 @@ def keys_list(keys_file: Path | None) -> None:
 def keys_revoke(name: tuple[str, ...], keys_file: Path | None) -> None:
     """Remove keys by holder name; the server stops accepting them at once."""
     path = keys_file or default_keys_file(os.environ)
-    try:
-        removed = remove_keys(path, name)
-    except KeyConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+    removed = remove_keys(path, name)
     missing = sorted(set(name) - set(removed))
     for holder in removed:
         click.echo(f"revoked {holder}")
@@ -315,8 +319,17 @@ def keys_revoke(name: tuple[str, ...], keys_file: Path | None) -> None:
 # --- simulate and replay ---------------------------------------------------------------------
 
 
+def _api_url(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        try:
+            Client(value, "")  # parses the URL, connects to nothing
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
+
+
 _URL = click.option("--url", default="http://127.0.0.1:8000", envvar="PITBOSS_URL",
-                    show_default=True, help="the API's base URL")
+                    show_default=True, callback=_api_url, help="the API's base URL")
 
 
 @main.command()
@@ -331,11 +344,8 @@ _URL = click.option("--url", default="http://127.0.0.1:8000", envvar="PITBOSS_UR
               "space-separated)")
 def simulate(tables: int, rounds: int, preset: str, url: str, api_keys: tuple[str, ...]) -> None:
     """Play rounds through the HTTP API: basic-strategy players, one terminal per table."""
-    try:
-        played = run_simulation(url, list(api_keys), tables=tables, rounds=rounds, preset=preset,
-                                progress=True)
-    except (ApiError, SimulationError, OSError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    played = run_simulation(url, list(api_keys), tables=tables, rounds=rounds, preset=preset,
+                            progress=True)
     for table in played:
         click.echo(f"table {table.name} ({table.table_id}): {len(table.rounds)} rounds, "
                    f"last {table.rounds[-1] if table.rounds else '-'}")
@@ -385,7 +395,7 @@ def run_simulation(url: str, api_keys: list[str], *, tables: int, rounds: int, p
 
 @main.command()
 @click.argument("round_id", type=click.UUID)
-@click.option("--url", default=None, envvar="PITBOSS_URL",
+@click.option("--url", default=None, envvar="PITBOSS_URL", callback=_api_url,
               help="read the replay from this API (with --key) instead of the database")
 @click.option("--key", "api_key", default=None, envvar="PITBOSS_API_KEY",
               help="an auditor's or a manager's key, with --url")
@@ -397,10 +407,7 @@ def replay(round_id: UUID, url: str | None, api_key: str | None) -> None:
     if url is not None:
         if not api_key:
             raise click.ClickException("--url needs --key (an auditor's or a manager's key)")
-        try:
-            frames = Client(url, api_key).get(f"/audit/rounds/{round_id}/replay")
-        except (ApiError, OSError) as exc:
-            raise click.ClickException(str(exc)) from exc
+        frames = Client(url, api_key).get(f"/audit/rounds/{round_id}/replay")
     else:
         frames = _replay_from_database(round_id)
     for line in render(frames):
@@ -419,10 +426,7 @@ def _replay_from_database(round_id: UUID) -> list[dict[str, Any]]:
 def _database_ledger() -> Iterator[GameLedger]:
     """A ledger reading the database directly (as `pitboss db check` finds it), creating
     nothing."""
-    try:
-        settings = resolve_database(os.environ)
-    except DatabaseSetupError as exc:
-        raise click.ClickException(str(exc)) from exc
+    settings = resolve_database(os.environ)
     env = ledger_env(settings, os.environ)
     env["CREATE_TABLE"] = "n"
     ledger = GameLedger(env=env)
@@ -506,11 +510,8 @@ def demo(host: str, port: int, rounds: int) -> None:
     settings, head = prepare_service()
     empty = head == 0
     keys_path = default_keys_file(os.environ)
-    try:
-        remove_keys(keys_path, [f"demo-{role}" for role in DEMO_ROLES])
-        demo_keys = {role: append_key(keys_path, f"demo-{role}", role) for role in DEMO_ROLES}
-    except KeyConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
+    remove_keys(keys_path, [f"demo-{role}" for role in DEMO_ROLES])
+    demo_keys = {role: append_key(keys_path, f"demo-{role}", role) for role in DEMO_ROLES}
     env = {**os.environ, "DATABASE_URL": settings.url(), "PITBOSS_KEYS_FILE": str(keys_path),
            "PITBOSS_CREATE_TABLES": "no", "PORT": str(port), "PITBOSS_HOST": host}
     children = [subprocess.Popen([sys.executable, "-m", "api.cli", "serve"], env=env)]

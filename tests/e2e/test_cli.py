@@ -312,6 +312,40 @@ def test_reading_commands_say_so_when_the_database_holds_no_ledger(database, mon
         assert "Traceback" not in result.output
 
 
+UNREACHABLE = {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/nothing",
+               "POSTGRES_CONNECT_TIMEOUT": "1"}
+
+
+@pytest.mark.parametrize(("env", "argv", "said"), [
+    (UNREACHABLE, ["positions"], "database error: "),
+    (UNREACHABLE, ["rebuild", "balances"], "database error: "),
+    (UNREACHABLE, ["replay", "00000000-0000-0000-0000-000000000000"], "database error: "),
+    (UNREACHABLE, ["chain"], "database error: "),
+    ({"PITBOSS_GAMING_DAY_TZ": "Mars/Olympus"}, ["positions"], "not an IANA time zone"),
+    ({"PITBOSS_GAMING_DAY_START": "6am"}, ["project"], "HH:MM"),
+])
+def test_what_the_operator_can_mend_is_one_line_not_a_traceback(database, monkeypatch, env,
+                                                                argv, said):
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.output.startswith("Error: ")
+    assert said in result.output
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "00000000-0000-0000-0000-000000000000", "--url", "notaurl", "--key", "k"],
+    ["simulate", "--url", "localhost:8000", "--key", "a", "--key", "b"],
+])
+def test_a_malformed_api_url_is_a_usage_error(argv):
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 2, result.output
+    assert "not an http(s) URL" in result.output
+
+
 def test_the_simulated_players_follow_the_legal_list():
     state: dict[str, Any] = {"phase": "playing", "legal": [
         {"decision": "stand", "player": "A", "box": 1, "hand": 0},
