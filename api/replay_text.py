@@ -7,6 +7,7 @@ event with the round's state right after it. After every card the table is drawn
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from ledger.cards import Card, describe, is_card
@@ -105,7 +106,7 @@ def render(frames: Iterable[Mapping[str, Any]]) -> list[str]:
     lines: list[str] = []
     for frame in frames:
         event, state = frame["event"], frame["state"]
-        when = event["timestamp"][11:23]
+        when = datetime.fromisoformat(event["timestamp"]).strftime("%H:%M:%S.%f")[:12]
         lines.append(f"v{event['version']:<3} {when}  {event['actor'] or '-':<16} "
                      f"{sentence(event['type'], event['data'])}")
         if event["type"] in ("CardDealt", "WildCardDrawn", "HoleCardRevealed",

@@ -46,3 +46,13 @@ def test_each_event_is_a_line_and_the_settled_table_shows_how_each_hand_ended() 
     assert final[0].split() == ["dealer", "7♦", "10♣", "17"]
     assert final[1].split() == ["box", "1", "6♠", "5♣", "10♦", "21", "doubled", "P1", "200"]
     assert final[2].split() == ["box", "2", "10♥", "9♥", "19", "stood", "P2", "50"]
+
+
+def test_the_time_column_keeps_its_shape_on_a_whole_second() -> None:
+    frames = played_round("6S TH 7D 5C 9H TD TC", [("stand", "P1", 1), ("stand", "P2", 2)])
+    first = frames[0]
+    whole = {**first, "event": {**first["event"], "timestamp": "2026-01-02T16:13:17+00:00"}}
+    fraction = {**first, "event": {**first["event"],
+                                   "timestamp": "2026-01-02T16:13:17.790123+00:00"}}
+    assert render([whole])[0].split()[1] == "16:13:17.000"
+    assert render([fraction])[0].split()[1] == "16:13:17.790"
