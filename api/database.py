@@ -18,6 +18,7 @@ import atexit
 import logging
 import math
 import os
+import re
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -425,12 +426,21 @@ def check_database(settings: DatabaseSettings, timeout_s: float = 2.0) -> None:
         ) as conn:
             conn.execute("select 1").fetchone()
     except psycopg.Error as exc:
-        reason = _first_line(str(exc))
-        if settings.password:
-            reason = reason.replace(settings.password, _MASK)
+        reason = _without_secrets(_first_line(str(exc)))
         raise DatabaseUnavailable(
             f"PostgreSQL at {settings.describe()} is unavailable: {reason}"
         ) from None
+
+
+# Where a driver's message could quote a password: a connection string's ``password=`` and a
+# URL's ``user:password@``. Masked there only, so that the rest of the message stays readable
+# and says nothing of the password by what is missing from it.
+_SECRET_IN_CONNINFO = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+_SECRET_IN_URL = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+
+
+def _without_secrets(text: str) -> str:
+    return _SECRET_IN_URL.sub(rf"\1{_MASK}@", _SECRET_IN_CONNINFO.sub(rf"\1{_MASK}", text))
 
 
 def _first_line(text: str) -> str:

@@ -14,6 +14,7 @@ from eventsourcing.domain import Aggregate, event
 from api.database import (
     DatabaseConfigError,
     DatabaseUnavailable,
+    _without_secrets,
     check_database,
     resolve_database,
     start_embedded,
@@ -101,6 +102,24 @@ def test_a_refused_connection_names_the_port(unused_port):
     with pytest.raises(DatabaseUnavailable, match=f"127.0.0.1:{unused_port}/x") as caught:
         check_database(resolve_database({"DATABASE_URL": url}), timeout_s=2)
     assert "s3cret" not in str(caught.value)
+
+
+def test_a_short_password_does_not_blank_its_letters_in_the_reason(unused_port):
+    url = f"postgresql://bob:o@127.0.0.1:{unused_port}/x"
+    with pytest.raises(DatabaseUnavailable) as caught:
+        check_database(resolve_database({"DATABASE_URL": url}), timeout_s=2)
+    assert "connection" in str(caught.value).lower()
+    assert "***" not in str(caught.value)
+
+
+@pytest.mark.parametrize("quoted", [
+    "invalid connection option near password=s3cret host=db",
+    "missing value in password = 's3 cret\\'d' dbname=x",
+    "could not parse postgresql://bob:s3cret@db/x",
+])
+def test_a_password_quoted_by_the_driver_is_masked(quoted):
+    assert "s3" not in _without_secrets(quoted)
+    assert "***" in _without_secrets(quoted)
 
 
 def test_a_malformed_url_is_a_configuration_error():
