@@ -133,7 +133,7 @@ class ReadModels:
                 raise DecisionRefused("A time bound needs a date, a time and a time zone.")
         if started_from is not None and started_to is not None and started_from >= started_to:
             raise DecisionRefused("The start of a time range must come before its end.")
-        after = _decode_cursor(cursor, _round_key) if cursor is not None else None
+        after = _decode_cursor(cursor, "rounds", _round_key) if cursor is not None else None
 
         r = SQL("r.")
         key = SQL("p.") if player is not None else r
@@ -180,7 +180,8 @@ class ReadModels:
         next_cursor = None
         if len(rows) > limit:
             last = page[-1]
-            next_cursor = _encode_cursor([last["started_at"].isoformat(), str(last["round_id"])])
+            next_cursor = _encode_cursor("rounds", [last["started_at"].isoformat(),
+                                                    str(last["round_id"])])
         return {"items": [_round_json(row) for row in page], "next_cursor": next_cursor}
 
     # ---------------------------------------------------------------- balances
@@ -192,7 +193,7 @@ class ReadModels:
         if player is not None and (not isinstance(player, str)
                                    or not 1 <= len(player) <= NAME_MAX_CHARS):
             raise DecisionRefused(f"A player id is 1 to {NAME_MAX_CHARS} characters.")
-        after = _decode_cursor(cursor, _balance_key) if cursor is not None else None
+        after = _decode_cursor(cursor, "balances", _balance_key) if cursor is not None else None
         where: list[Composable] = []
         params: list[Any] = []
         if player is not None:
@@ -212,7 +213,8 @@ class ReadModels:
         page = rows[:limit]
         next_cursor = None
         if len(rows) > limit:
-            next_cursor = _encode_cursor([page[-1]["owner"], str(page[-1]["account_id"])])
+            next_cursor = _encode_cursor("balances", [page[-1]["owner"],
+                                                      str(page[-1]["account_id"])])
         return {"items": [_balance_json(row) for row in page], "next_cursor": next_cursor}
 
     def house_results(self) -> list[dict[str, Any]]:
@@ -309,22 +311,24 @@ def _check_limit(limit: int, maximum: int, what: str) -> None:
         raise DecisionRefused(f"A page holds 1 to {maximum} {what}.")
 
 
-def _encode_cursor(key: list[str]) -> str:
-    raw = json.dumps(key, separators=(",", ":")).encode()
+def _encode_cursor(of: str, key: list[str]) -> str:
+    """Where the next page of the list ``of`` starts: the last row's key, tagged with it."""
+    raw = json.dumps([of, *key], separators=(",", ":"), ensure_ascii=False).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str, parse: Callable[[list[str]], list[Any]]) -> list[Any]:
+def _decode_cursor(cursor: str, of: str, parse: Callable[[list[str]], list[Any]]
+                   ) -> list[Any]:
     refused = DecisionRefused("The cursor is not one this list gave out; start again without it.")
     if not isinstance(cursor, str) or not 1 <= len(cursor) <= CURSOR_MAX_CHARS:
         raise refused
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         key = json.loads(raw)
-        if not isinstance(key, list) or len(key) != 2 or not all(isinstance(k, str)
-                                                                 for k in key):
+        if not isinstance(key, list) or len(key) != 3 or key[0] != of \
+                or not all(isinstance(k, str) for k in key):
             raise ValueError(key)
-        parsed: list[Any] = parse(key)
+        parsed: list[Any] = parse(key[1:])
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise refused from None
     return parsed

@@ -122,8 +122,38 @@ def test_a_nul_character_anywhere_is_a_422_not_a_database_error(http):
     import base64
     import json
 
-    raw = json.dumps(["a\u0000b", "00000000-0000-0000-0000-000000000000"]).encode()
+    raw = json.dumps(["balances", "a\u0000b", "00000000-0000-0000-0000-000000000000"]).encode()
     cursor = base64.urlsafe_b64encode(raw).decode().rstrip("=")
     problem_of(http.get("/audit/balances", cursor=cursor), 422)
     assert "player" in problem_of(http.get("/audit/balances", player="a\x00b"), 422)["errors"]
     assert "player" in problem_of(http.get("/audit/rounds", player="a\x00b"), 422)["errors"]
+
+
+def test_balances_page_through_owners_with_the_longest_names_in_any_script(make_app):
+    app = make_app()
+    http = Http(app.test_client())
+    http.ok(http.post("/accounts", {"player": "a" * 64}, role="cashier"), 201)
+    tables = ["桌" * 64, "🂡" * 64, "Ω" * 64]  # a house account each, named after its table
+    for name in tables:
+        http.ok(http.post("/tables", {"name": name, "preset": "casino"}), 201)
+    owners = ["a" * 64, *(f"house:{name}" for name in tables)]
+    catch_up(app)
+    seen, cursor = [], None
+    while True:
+        page = http.ok(http.get("/audit/balances", limit="1",
+                                **({} if cursor is None else {"cursor": cursor})))
+        seen += [item["owner"] for item in page["items"]]
+        if (cursor := page["next_cursor"]) is None:
+            break
+    assert sorted(seen) == sorted(owners)
+
+
+def test_a_cursor_of_one_list_is_refused_by_another(played):
+    _, desk, _ = played
+    http = desk.http
+    rounds_cursor = http.ok(http.get("/audit/rounds", limit=1))["next_cursor"]
+    balances_cursor = http.ok(http.get("/audit/balances", limit=1))["next_cursor"]
+    assert "cursor" in problem_of(http.get("/audit/balances", cursor=rounds_cursor),
+                                  422)["detail"]
+    assert "cursor" in problem_of(http.get("/audit/rounds", cursor=balances_cursor),
+                                  422)["detail"]
