@@ -185,7 +185,7 @@ class GameLedger(Application[UUID]):
             if table.shoe_id is not None:
                 touched += self._retire_shoe(table.shoe_id, "table closed", actor, request_id)
             table.trigger_event(Table.Closed, reason=reason, actor=actor,
-                                request_id=request_id, timestamp=self._clock())
+                                request_id=request_id, timestamp=self._now(table))
             return {"table_id": str(table_id)}, touched
 
         self._run(request_id, actor, "close_table",
@@ -197,7 +197,7 @@ class GameLedger(Application[UUID]):
             if table.open:
                 raise DecisionRefused(f"Table {table.name} is open already.", "R-V1")
             table.trigger_event(Table.Reopened, actor=actor, request_id=request_id,
-                                timestamp=self._clock())
+                                timestamp=self._now(table))
             return {"table_id": str(table_id)}, [table]
 
         self._run(request_id, actor, "reopen_table", {"table_id": str(table_id)}, body)
@@ -222,7 +222,7 @@ class GameLedger(Application[UUID]):
                 shoe_id = new_shoe.id
             round_no = table.round_count + 1
             round_id = ids.round_id(table_id, round_no)
-            now = self._clock()
+            now = self._now(table)
             round_ = Round._create(Round.Created, id=round_id, timestamp=now, table_id=table_id,
                                    round_no=round_no, shoe_id=shoe_id, rules=table.rules,
                                    rules_hash=table.rules_hash, limits=table.limits,
@@ -389,7 +389,7 @@ class GameLedger(Application[UUID]):
             if expected is not None and round_.version != expected:
                 raise StaleVersion(expected, round_.version)
             shoe = _ShoeDraw(self, round_)
-            now = self._clock()
+            now = self._now(round_)
             produced = round_.act(actor, request_id, now, lambda m: decide(m, shoe.draw))
             touched: list[Aggregate] = [round_]
             if shoe.record is not None and shoe.drawn:
@@ -677,6 +677,12 @@ class GameLedger(Application[UUID]):
             raise RequestIdReused(request_id, created.command)
         return dict(created.result)
 
+    def _now(self, *after: Aggregate) -> datetime:
+        """The clock's time, or the last recorded time of ``after`` if that is later: the
+        events of a table or a round never go back in time, even when the clocks of two
+        servers disagree a little."""
+        return max(self._clock(), *(aggregate.modified_on for aggregate in after))
+
     def _version(self, aggregate_id: UUID) -> int:
         events = list(self.recorder.select_events(aggregate_id, desc=True, limit=1))
         return events[0].originator_version if events else 0
@@ -779,7 +785,7 @@ class GameLedger(Application[UUID]):
             sealed_order=self._sealer().seal(shoe_id, order, salt), actor=actor,
             request_id=request_id)
         table.trigger_event(Table.ShoeStarted, shoe_id=shoe_id, shoe_no=shoe_no, actor=actor,
-                            request_id=request_id, timestamp=self._clock())
+                            request_id=request_id, timestamp=self._now(table))
         self._remember(shoe_id, order)
         return record
 
@@ -791,7 +797,7 @@ class GameLedger(Application[UUID]):
         order, salt = self._sealer().open(shoe_id, record.sealed_order)
         record.trigger_event(ShoeRecord.Retired, order=list(order), salt=salt.hex(),
                              reason=reason, actor=actor, request_id=request_id,
-                             timestamp=self._clock())
+                             timestamp=self._now(record))
         with self._orders_lock:
             self._orders.pop(shoe_id, None)
         return [record]

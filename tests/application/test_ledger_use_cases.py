@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from itertools import count
 from typing import Any
 from uuid import UUID
@@ -26,6 +27,7 @@ from ledger.errors import (
     StaleVersion,
 )
 from ledger.rules import CASINO, CASINO_WILD, TableLimits
+from ledger.sealing import ShoeSealer
 from ledger.shoe import verify_commitment
 from tests.scripted import SteeredShuffle
 
@@ -234,6 +236,20 @@ def test_rules_under_a_presets_name_and_version_are_that_preset(
                                          variant, TableLimits(), "fewer decks"),
                   RuleSetInvalid, "R-S1")
     app.open_table("o", "boss", "T2", CASINO.evolve(decks=2, version=2))
+
+
+def test_a_rounds_events_never_go_back_in_time_when_the_clock_does() -> None:
+    now = [datetime(2026, 1, 1, 6, 0, 1, tzinfo=UTC)]
+    app = GameLedger(env={"PERSISTENCE_MODULE": "eventsourcing.popo"},
+                     shoe_key=ShoeSealer.new_key(), clock=lambda: now[0])
+    desk = Desk(app)
+    r = desk.round()
+    desk.do("place_stake", r, "P1", 1, 100)
+    now[0] -= timedelta(seconds=2)  # a server whose clock is a little behind the first's
+    desk.do("void", r, "clock check")
+    stamps = [datetime.fromisoformat(e["timestamp"]) for e in app.round_events(r)]
+    assert stamps == sorted(stamps)
+    assert stamps[-1] == datetime(2026, 1, 1, 6, 0, 1, tzinfo=UTC)
 
 
 def test_changed_rules_apply_to_future_rounds_only(make_ledger: MakeLedger) -> None:
