@@ -134,6 +134,7 @@ class Reader:
                                       "LEDGER_CREATE_TABLE": "no"})
         recorder = self.ledger.recorder
         if not isinstance(recorder, PostgresApplicationRecorder):
+            self.ledger.close()
             raise ProjectionSetupError("the ledger is not stored in PostgreSQL")
         self.recorder = recorder
         self.events_table = Identifier(recorder.datastore.schema, recorder.events_table_name)
@@ -172,14 +173,19 @@ class Engine:
         if generation not in ("", NEXT):
             raise ValueError(f"unknown generation {generation!r}")
         self.datastore, create = projections_datastore(env)
-        self._own_reader = reader is None
-        self.reader = reader or Reader(env)
-        gaming_day = GamingDay.from_env(env)
-        self.projections = [build_projection(projection_class(name), self.datastore,
-                                             generation=generation, gaming_day=gaming_day,
-                                             create=create, fresh=fresh) for name in names]
+        self._own_reader = False
         self._positions: dict[str, int] = {}
-        self.reload()
+        try:
+            self.reader = reader or Reader(env)
+            self._own_reader = reader is None
+            gaming_day = GamingDay.from_env(env)
+            self.projections = [build_projection(projection_class(name), self.datastore,
+                                                 generation=generation, gaming_day=gaming_day,
+                                                 create=create, fresh=fresh) for name in names]
+            self.reload()
+        except BaseException:  # a pool left open is closed by the garbage collector, badly
+            self.close()
+            raise
 
     def reload(self) -> None:
         """Read every position again (after another writer moved one)."""

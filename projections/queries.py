@@ -68,18 +68,22 @@ class ReadModels:
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self._datastore, create = projections_datastore(env)
-        self._timeout_ms = statement_timeout_ms(env)
-        self._events = ledger_events_table(env)
-        self._balances = BalancesView(self._datastore)
-        self._rounds = RoundIndexView(self._datastore)
-        self._days = TableDaysView(self._datastore, gaming_day=GamingDay.from_env(env))
-        self._views: dict[str, View] = {"balances": self._balances,
-                                        "round_index": self._rounds,
-                                        "table_days": self._days}
-        if create:
-            with ddl_lock(self._datastore):
-                for view in self._views.values():
-                    view.create_table()
+        try:
+            self._timeout_ms = statement_timeout_ms(env)
+            self._events = ledger_events_table(env)
+            self._balances = BalancesView(self._datastore)
+            self._rounds = RoundIndexView(self._datastore)
+            self._days = TableDaysView(self._datastore, gaming_day=GamingDay.from_env(env))
+            self._views: dict[str, View] = {"balances": self._balances,
+                                            "round_index": self._rounds,
+                                            "table_days": self._days}
+            if create:
+                with ddl_lock(self._datastore):
+                    for view in self._views.values():
+                        view.create_table()
+        except BaseException:  # a pool left open is closed by the garbage collector, badly
+            self._datastore.close()
+            raise
 
     def close(self) -> None:
         self._datastore.close()
