@@ -31,7 +31,7 @@ from flask import Flask, Response, jsonify
 from marshmallow import Schema, fields
 from werkzeug.exceptions import HTTPException
 
-from ledger.errors import InvariantBroken, LedgerError, RuleSetInvalid
+from ledger.errors import InvariantBroken, LedgerError
 
 logger = logging.getLogger("pitboss.api")
 
@@ -85,7 +85,9 @@ def http_exception_problem(error: HTTPException) -> Response:
     """Any HTTP error (400, 401, 404, 405, 413, 422, 500 …) as problem details."""
     status = error.code or 500
     extensions: dict[str, Any] = {}
-    headers: dict[str, str] = {}
+    # What the error itself says in headers (Allow on a 405, …), but not its content type.
+    headers = {name: value for name, value in error.get_headers()
+               if name.lower() != "content-type"}
     data = getattr(error, "data", None)
     if isinstance(data, dict) and "messages" in data:
         # webargs (through flask-smorest) attaches the schema's messages by location.
@@ -163,7 +165,7 @@ def ledger_error_problem(error: LedgerError) -> Response:
     status = STATUS_BY_KIND.get(error.kind, 422)
     name = type(error).__name__
     extensions: dict[str, Any] = {"rule": error.rule or None, "error": name}
-    if isinstance(error, RuleSetInvalid):
+    if error.field is not None:
         extensions["errors"] = {error.field: [error.message]}
     return problem(status, _words(name), error.message,
                    type_=f"urn:pitboss:problem:{_kebab(name)}", **extensions)

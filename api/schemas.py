@@ -147,6 +147,14 @@ def page_limit(default: int, maximum: int = PAGE_SIZE_MAX) -> QueryWholeNumber:
 # --- headers ---------------------------------------------------------------------------------
 
 
+def _one_key(value: str) -> str:
+    # Two Idempotency-Key headers reach the app as one, joined by a comma: a new key that a
+    # retry with either would not match.
+    if "," in value:
+        raise ValidationError("An Idempotency-Key holds no comma; send one key, once.")
+    return value
+
+
 class IdempotencyHeaderSchema(Schema):
     class Meta:
         unknown = EXCLUDE
@@ -154,13 +162,15 @@ class IdempotencyHeaderSchema(Schema):
     request_id = fields.String(
         data_key="Idempotency-Key",
         required=True,
-        validate=[validate.Length(1, REQUEST_ID_MAX_CHARS), printable],
-        metadata={"description": "The client's id of this request (R-M4): a retry with the "
-                  "same key records and moves nothing again. Round commands, buy-ins and "
-                  "cash-outs answer it as they answered the first time; opening an account "
-                  "and the table commands answer with the current state. The same key with "
-                  "another request is refused."},
+        validate=[validate.Length(1, REQUEST_ID_MAX_CHARS), printable, _one_key],
+        metadata={"description": "The client's id of this request (R-M4), without commas: a "
+                  "retry with the same key records and moves nothing again. Round commands, "
+                  "buy-ins and cash-outs answer it as they answered the first time; opening an "
+                  "account and the table commands answer with the current state. The same key "
+                  "with another request is refused. A key is the casino's, not the terminal's: "
+                  "make it unique (a UUID)."},
     )
+
 
 
 VERSION_TAG = re.compile(r'(?:W/)?"([1-9][0-9]{0,8})"|([1-9][0-9]{0,8})')

@@ -10,7 +10,9 @@ from typing import Any, TypeVar
 import flask
 import flask_smorest
 from marshmallow import Schema
+from webargs.core import is_json, missing
 from webargs.flaskparser import FlaskParser, abort
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from api.auth import current_principal, requires
 from api.schemas import IdempotencyHeaderSchema
@@ -19,19 +21,45 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Parser(FlaskParser):
-    """webargs' parser, refusing with a 400 the bodies Python's JSON decoder fails on in ways
-    webargs would let through as a 500: nested past the recursion limit (RecursionError), or
-    an integer of more digits than Python converts (ValueError)."""
+    """webargs' parser, stricter about bodies. A body is JSON (415 for any other content
+    type: webargs would read it as no body at all), whole (413 for a body sent in chunks that
+    reaches the size cap: werkzeug would cut it there), and names each member once (400: a
+    proxy keeping the first of two would see another request). A 400, not webargs' 500, for
+    JSON nested past the recursion limit or an integer of more digits than Python converts."""
 
     def _raw_load_json(self, req: flask.Request) -> Any:
+        data = req.get_data(cache=True)  # 413 for a declared length over the cap
+        if not data:
+            return missing  # no body is no body; the schema says whether one is needed
+        cap = flask.current_app.config.get("MAX_CONTENT_LENGTH")
+        if cap is not None and req.content_length is None and len(data) >= cap:
+            raise RequestEntityTooLarge()
+        if not is_json(req.mimetype):
+            abort(415, messages={"Content-Type": [
+                "A request body is JSON: send it with Content-Type: application/json."]})
         try:
-            return super()._raw_load_json(req)
+            return json.loads(data.decode(), object_pairs_hook=_members_once)
         except RecursionError:
             abort(400, messages={"json": ["The JSON body is nested too deeply."]})
+        except _RepeatedMember as repeated:
+            abort(400, messages={"json": [f"The JSON body names '{repeated}' twice."]})
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise  # webargs answers these itself (an empty body is no body)
+            raise  # webargs answers these itself
         except ValueError:  # an integer of more digits than Python converts
             abort(400, messages={"json": ["The JSON body holds a number too long to read."]})
+
+
+class _RepeatedMember(Exception):
+    pass
+
+
+def _members_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in members:
+            raise _RepeatedMember(name)
+        members[name] = value
+    return members
 
 
 class Blueprint(flask_smorest.Blueprint):  # type: ignore[misc]  # flask-smorest has no types

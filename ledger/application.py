@@ -619,7 +619,7 @@ class GameLedger(Application[UUID]):
                     if tried.unverified:
                         continue  # decided on copies that may be behind: decide again
                     if isinstance(error, LedgerError):
-                        answered = self._answer(receipt_id, request_id, fingerprint)
+                        answered = self._answer(receipt_id, request_id, fingerprint, actor)
                         if answered is not None:
                             return answered
                     raise
@@ -629,7 +629,7 @@ class GameLedger(Application[UUID]):
                 try:
                     self._save(touched, receipt)
                 except IntegrityError:
-                    answered = self._answer(receipt_id, request_id, fingerprint)
+                    answered = self._answer(receipt_id, request_id, fingerprint, actor)
                     if answered is not None:
                         return answered
                     now = self._version(guard) if guard is not None else None
@@ -669,12 +669,15 @@ class GameLedger(Application[UUID]):
             assert self.snapshots is not None
             self.snapshots.put([type(a).Snapshot.take(a) for a in due])
 
-    def _answer(self, receipt_id: UUID, request_id: str, fingerprint: str) -> Result | None:
+    def _answer(self, receipt_id: UUID, request_id: str, fingerprint: str,
+                actor: str) -> Result | None:
         created = next(iter(self.events.get(receipt_id, limit=1)), None)
         if not isinstance(created, Receipt.Created):
             return None
         if created.fingerprint != fingerprint:
-            raise RequestIdReused(request_id, created.command)
+            # Another key holder's request is not theirs to learn about.
+            raise RequestIdReused(request_id,
+                                  created.command if created.actor == actor else None)
         return dict(created.result)
 
     def _now(self, *after: Aggregate) -> datetime:

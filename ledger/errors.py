@@ -14,10 +14,11 @@ class LedgerError(Exception):
 
     kind = "refused"
 
-    def __init__(self, message: str, rule: str = "") -> None:
+    def __init__(self, message: str, rule: str = "", *, field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.rule = rule
+        self.field = field  # the argument at fault, where one is
 
     def __str__(self) -> str:
         return f"{self.message} ({self.rule})" if self.rule else self.message
@@ -27,8 +28,8 @@ class RuleSetInvalid(LedgerError):
     """A rule-set or table setting is out of range; names the field."""
 
     def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"Setting '{field}' is invalid: {reason}.", "R-S1")
-        self.field = field
+        super().__init__(f"Setting '{field}' is invalid: {reason}.", "R-S1", field=field)
+        self.field: str = field
 
 
 class BetRefused(LedgerError):
@@ -87,9 +88,10 @@ class StaleVersion(Conflict):
 class RequestIdReused(LedgerError):
     """A request id came back with different content; the first request stands."""
 
-    def __init__(self, request_id: str, command: str) -> None:
-        super().__init__(f"Request id '{request_id}' was already used for a different request "
-                         f"({command}); send a new id for a new request.", "R-M4")
+    def __init__(self, request_id: str, command: str | None) -> None:
+        used = f"for a different request ({command})" if command else "by another key holder"
+        super().__init__(f"Request id '{request_id}' was already used {used}; send a new id "
+                         "(a UUID) for a new request.", "R-M4")
 
 
 class TableClosed(LedgerError):

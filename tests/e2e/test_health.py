@@ -37,6 +37,7 @@ def test_healthz_answers_503_problem_details_when_the_database_is_unreachable(un
     assert body["status"] == 503
     assert f"127.0.0.1:{unused_port}" in body["detail"]
     assert "s3cret" not in response.get_data(as_text=True)
+    assert response.headers["Retry-After"] == "1"
 
 
 def test_an_unknown_path_is_a_problem_details_404(client):
@@ -46,10 +47,11 @@ def test_an_unknown_path_is_a_problem_details_404(client):
     assert response.get_json(force=True)["status"] == 404
 
 
-def test_a_wrong_method_is_a_problem_details_405(client):
+def test_a_wrong_method_is_a_problem_details_405_naming_the_allowed_ones(client):
     response = client.post("/healthz")
     assert response.status_code == 405
     assert response.mimetype == PROBLEM_JSON
+    assert "GET" in response.headers["Allow"]
 
 
 def test_the_openapi_document_describes_healthz(client):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 import uuid
 from typing import Any
@@ -127,6 +128,66 @@ def test_a_body_nested_too_deeply_is_400(http):
 def test_a_body_over_the_cap_is_413(http):
     response = http.post("/tables", {"name": "T", "preset": "casino", "pad": "x" * 70_000})
     problem_of(response, 413)
+
+
+def cashier_post(desk: Desk, path: str, data: bytes | str, content_type: str | None,
+                 **options: Any) -> TestResponse:
+    headers = {"Authorization": f"Bearer {KEYS['cashier']}", "Idempotency-Key": "raw-1",
+               **options.pop("headers", {})}
+    return desk.http.client.post(path, data=data, content_type=content_type, headers=headers,
+                                 **options)
+
+
+def available(desk: Desk) -> int:
+    return int(desk.http.ok(desk.http.get("/accounts/P1", role="cashier"))["available"])
+
+
+def test_two_idempotency_keys_in_one_request_are_400_and_move_nothing(desk):
+    before = available(desk)
+    headers = [("Authorization", f"Bearer {KEYS['cashier']}"), ("Idempotency-Key", "dup-a"),
+               ("Idempotency-Key", "dup-b")]
+    response = desk.http.client.post("/accounts/P1/buy-in", json={"amount": 5},
+                                     headers=headers)
+    body = problem_of(response, 400)
+    assert "Idempotency-Key" in body["errors"]
+    assert body["rule"] == "R-M4"
+    assert available(desk) == before
+
+
+def test_a_body_sent_in_chunks_past_the_cap_is_413_and_moves_nothing(desk):
+    before = available(desk)
+    body = b'{"amount": 5}' + b" " * 70_000 + b"and more"
+    response = cashier_post(desk, "/accounts/P1/buy-in", b"", "application/json",
+                            input_stream=io.BytesIO(body),
+                            headers={"Transfer-Encoding": "chunked"},
+                            # as gunicorn sets it: werkzeug then stops reading at the cap
+                            environ_overrides={"wsgi.input_terminated": True})
+    problem_of(response, 413)
+    assert available(desk) == before
+
+
+def test_a_body_naming_a_member_twice_is_400_and_moves_nothing(desk):
+    before = available(desk)
+    response = cashier_post(desk, "/accounts/P1/buy-in", '{"amount": 5, "amount": 50000}',
+                            "application/json")
+    assert "twice" in problem_of(response, 400)["errors"]["body"][0]
+    assert available(desk) == before
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", None,
+                                          "application/x-www-form-urlencoded"])
+def test_a_body_not_sent_as_json_is_415_and_moves_nothing(desk, content_type):
+    before = available(desk)
+    response = cashier_post(desk, "/accounts/P1/buy-in", '{"amount": 5}', content_type)
+    assert "Content-Type" in problem_of(response, 415)["errors"]
+    assert available(desk) == before
+    # Nor does a command that takes no body act on one it cannot read.
+    desk.do("stakes", bettor="P1", box=1, amount=10)
+    deal = desk.http.client.post(ROUND.format(desk.round_id).replace("/stakes", "/deal"),
+                                 data='{"junk": 1}', content_type=content_type,
+                                 headers={"Authorization": f"Bearer {KEYS['dealer']}",
+                                          "Idempotency-Key": "deal-raw"})
+    problem_of(deal, 415)
 
 
 @pytest.mark.parametrize(("body", "field"), [
