@@ -118,7 +118,9 @@ class GameLedger(Application[UUID]):
         self._shoe_key = shoe_key
         self._clock = clock
         self._randbelow = randbelow
-        self._orders: OrderedDict[UUID, list[Card]] = OrderedDict()  # opened shoes, LRU
+        # Opened shoes by id and commitment (LRU): a shuffle whose save failed may share its
+        # id with the shoe another process committed, never its commitment.
+        self._orders: OrderedDict[tuple[UUID, str], list[Card]] = OrderedDict()
         self._orders_lock = threading.Lock()  # request threads share one ledger
         self._working = WorkingSet(WORKING_SET_SIZE)
         self._local = threading.local()  # the command attempt running on this thread
@@ -615,13 +617,19 @@ class GameLedger(Application[UUID]):
             try:
                 try:
                     result, touched = body()
-                except (LedgerError, InvariantBroken) as error:
+                except (LedgerError, InvariantBroken):
                     if tried.unverified:
                         continue  # decided on copies that may be behind: decide again
-                    if isinstance(error, LedgerError):
-                        answered = self._answer(receipt_id, request_id, fingerprint, actor)
-                        if answered is not None:
-                            return answered
+                    answered = self._answer(receipt_id, request_id, fingerprint, actor)
+                    if answered is not None:
+                        return answered
+                    # Decided on the guarded aggregate as read, and on others read after it
+                    # that another request may have changed meanwhile (its settlement
+                    # posted): the refusal, or the mismatch, may be that request's doing.
+                    overtaken = self._overtaken(guard, _loaded_version(tried.taken, guard),
+                                                seen)
+                    if overtaken is not None:
+                        raise overtaken from None
                     raise
                 loaded = _loaded_version(touched, guard)
                 receipt = Receipt.record(receipt_id, self._clock(), request_id, command,
@@ -632,13 +640,11 @@ class GameLedger(Application[UUID]):
                     answered = self._answer(receipt_id, request_id, fingerprint, actor)
                     if answered is not None:
                         return answered
-                    now = self._version(guard) if guard is not None else None
-                    if now != loaded and seen is not None and now is not None:
-                        raise StaleVersion(seen, now) from None
-                    if now != loaded or attempt >= max(retries, 1):
-                        raise Conflict("Another request changed this first; nothing was "
-                                       "changed. Look at the current state and decide "
-                                       "again.", "R-V1") from None
+                    overtaken = self._overtaken(guard, loaded, seen)
+                    if overtaken is not None:
+                        raise overtaken from None
+                    if attempt >= max(retries, 1):
+                        raise _conflict() from None
                     continue
                 # What it read, and what it made (a round, a shoe, an account): the commands
                 # that follow find them as committed, without loading them.
@@ -680,6 +686,17 @@ class GameLedger(Application[UUID]):
                                   created.command if created.actor == actor else None)
         return dict(created.result)
 
+    def _overtaken(self, guard: UUID | None, loaded: int | None,
+                   seen: int | None) -> Conflict | None:
+        """The refusal for a request another one overtook: the guarded aggregate is no longer
+        at the version the request loaded (``seen``: the version the request named)."""
+        if guard is None or loaded is None:
+            return None
+        now = self._version(guard)
+        if now == loaded:
+            return None
+        return StaleVersion(seen, now) if seen is not None else _conflict()
+
     def _now(self, *after: Aggregate) -> datetime:
         """The clock's time, or the last recorded time of ``after`` if that is later: the
         events of a table or a round never go back in time, even when the clocks of two
@@ -696,10 +713,11 @@ class GameLedger(Application[UUID]):
     def _get(self, cls: type[A], aggregate_id: UUID, what: str, *, fresh: bool = False,
              exact: Callable[[A], bool] | None = None) -> A:
         """For a command: the aggregate, lent by the working set until the command's save
-        commits. Used as held when ``exact`` accepts the copy (the version a request named),
-        or when the attempt trusts the working set; otherwise (``fresh``, an ``exact`` that
-        says no, a retry) brought up to date from the store first. A copy found behind means
-        other processes are at work here: the rest of the attempt reads fresh."""
+        commits. On the first attempt, which trusts the working set, used as held when
+        ``exact`` accepts the copy (the version a request named) or when neither ``exact`` nor
+        ``fresh`` is asked; otherwise (``fresh``, an ``exact`` that says no, a retry) brought
+        up to date from the store first. A copy found behind means other processes are at
+        work here: the rest of the attempt reads fresh."""
         tried: _Attempt = self._local.attempt
         earlier = next((i for i, a in enumerate(tried.taken) if a.id == aggregate_id), None)
         if earlier is not None:  # lent to this attempt already: one copy per attempt
@@ -710,7 +728,8 @@ class GameLedger(Application[UUID]):
             held = self._working.take(aggregate_id)
             if held is None:
                 aggregate = self._load(aggregate_id, what)
-            elif exact is not None and isinstance(held, cls) and exact(held):
+            elif tried.trusting and exact is not None and isinstance(held, cls) \
+                    and exact(held):
                 # At the version named, which the store may have passed: a save fails on the
                 # primary key then, and a refusal is checked again on fresh state.
                 aggregate = held
@@ -789,7 +808,7 @@ class GameLedger(Application[UUID]):
             request_id=request_id)
         table.trigger_event(Table.ShoeStarted, shoe_id=shoe_id, shoe_no=shoe_no, actor=actor,
                             request_id=request_id, timestamp=self._now(table))
-        self._remember(shoe_id, order)
+        self._remember(record, order)
         return record
 
     def _retire_shoe(self, shoe_id: UUID, reason: str, actor: str,
@@ -802,17 +821,18 @@ class GameLedger(Application[UUID]):
                              reason=reason, actor=actor, request_id=request_id,
                              timestamp=self._now(record))
         with self._orders_lock:
-            self._orders.pop(shoe_id, None)
+            self._orders.pop((shoe_id, record.commitment), None)
         return [record]
 
     def _order(self, record: ShoeRecord) -> list[Card]:
+        key = (record.id, record.commitment)
         with self._orders_lock:
-            order = self._orders.get(record.id)
+            order = self._orders.get(key)
             if order is not None:
-                self._orders.move_to_end(record.id)
+                self._orders.move_to_end(key)
                 return order
         order, _ = self._sealer().open(record.id, record.sealed_order)
-        self._remember(record.id, order)
+        self._remember(record, order)
         return order
 
     def _sealer(self) -> ShoeSealer:
@@ -821,9 +841,9 @@ class GameLedger(Application[UUID]):
                                   "shuffle, deal or reveal a shoe")
         return ShoeSealer(self._shoe_key)
 
-    def _remember(self, shoe_id: UUID, order: list[Card]) -> None:
+    def _remember(self, record: ShoeRecord, order: list[Card]) -> None:
         with self._orders_lock:
-            self._orders[shoe_id] = order
+            self._orders[record.id, record.commitment] = order
             while len(self._orders) > ORDER_CACHE_SIZE:
                 self._orders.popitem(last=False)
 
@@ -853,6 +873,11 @@ class _ShoeDraw:
         card = self._shoe.draw()
         self.drawn += 1
         return card
+
+
+def _conflict() -> Conflict:
+    return Conflict("Another request changed this first; nothing was changed. Look at the "
+                    "current state and decide again.", "R-V1")
 
 
 def _no_account(player: str) -> NotFound:

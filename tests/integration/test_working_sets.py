@@ -18,8 +18,10 @@ from uuid import UUID
 
 import pytest
 
+from ledger.aggregates.account import Account
+from ledger.aggregates.round import Round
 from ledger.application import GameLedger
-from ledger.errors import StaleVersion
+from ledger.errors import Conflict, InsufficientChips, StaleVersion
 from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
 from ledger.storage import LedgerRecorder, verify_chain
@@ -40,13 +42,41 @@ def ledgers(postgres_env: NewEnv) -> Iterator[Ledgers]:
     env, key = postgres_env(), ShoeSealer.new_key()
     made: list[GameLedger] = []
 
-    def make(env_overrides: dict[str, str] | None = None, **kwargs: Any) -> GameLedger:
-        made.append(GameLedger(env={**env, **(env_overrides or {})}, shoe_key=key, **kwargs))
+    def make(env_overrides: dict[str, str] | None = None, cls: type[GameLedger] = GameLedger,
+             **kwargs: Any) -> GameLedger:
+        made.append(cls(env={**env, **(env_overrides or {})}, shoe_key=key, **kwargs))
         return made[-1]
 
     yield make
     for ledger in made:
         ledger.close()
+
+
+class Interleaved(GameLedger):
+    """A ledger on which something else happens just before a command reads an aggregate
+    of a given class: another process's request, another terminal's query on this one."""
+
+    name = GameLedger.name  # the same event tables as every other ledger
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.before_reading: dict[type, Callable[[], object]] = {}
+
+    def _get(self, cls: Any, aggregate_id: UUID, what: str, **kwargs: Any) -> Any:
+        hook = self.before_reading.get(cls)
+        if hook is not None:
+            hook()
+        return super()._get(cls, aggregate_id, what, **kwargs)
+
+
+def once(action: Callable[[], object]) -> Callable[[], None]:
+    done: list[object] = []
+
+    def run() -> None:
+        if not done:
+            done.append(action())
+
+    return run
 
 
 def dealt_round(app: GameLedger, rules: Any = CASINO) -> tuple[UUID, UUID]:
@@ -109,6 +139,63 @@ def test_a_refusal_decided_on_a_stale_account_is_checked_on_the_stored_one(
     b.place_stake(rid(), "dealer", r2, "P1", 1, 1000)
     assert a.balance("P1") == b.balance("P1") == {**a.balance("P1"), "available": 0,
                                                   "held": 1000}
+
+
+def test_a_shuffle_whose_save_lost_the_race_never_deals(ledgers: Ledgers) -> None:
+    a, b = ledgers(), ledgers()
+    table = a.open_table(rid(), "boss", "T1", CASINO)
+    for n in (1, 2):
+        a.open_account(rid(), "cashier", f"P{n}")
+        a.buy_in(rid(), "cashier", f"P{n}", 1000)
+    b.table(table)  # b's copy of the table has no shoe yet
+    first = a.start_round(rid(), "dealer", table)  # a shuffles shoe 1 and records it
+    a.void(rid(), "manager", first, "to the next round")
+    # b shuffles a shoe 1 of its own on its copy; the save fails, and round 2 is started
+    # again on the table as stored: on a's shoe 1, which b must deal from as recorded.
+    second = b.start_round(rid(), "dealer", table)
+    shoe = UUID(a.round_state(first)["shoe_id"])
+    assert UUID(b.round_state(second)["shoe_id"]) == shoe
+    for n in (1, 2):
+        b.place_stake(rid(), "dealer", second, f"P{n}", n, 10)
+    b.deal(rid(), "dealer", second)
+    stand_and_settle(b, second)
+    a.close_table(rid(), "manager", table, "verify the shoe")
+    assert a.verify_shoe(shoe) == []
+
+
+def test_a_refusal_on_a_named_version_is_reported_while_queries_hand_the_round_back(
+        ledgers: Ledgers) -> None:
+    a = ledgers()
+    b = ledgers(cls=Interleaved)
+    assert isinstance(b, Interleaved)
+    table = a.open_table(rid(), "boss", "T1", CASINO)
+    a.open_account(rid(), "cashier", "P3")
+    a.buy_in(rid(), "cashier", "P3", 5)
+    r = a.start_round(rid(), "dealer", table)
+    shown = b.round_state(r)["version"]
+    # Before every read of the round, another terminal's query gives b's copy back.
+    b.before_reading[Round] = lambda: b.round_state(r)
+    with pytest.raises(InsufficientChips):
+        b.place_stake(rid(), "dealer", r, "P3", 3, 10, expected=shown)
+
+
+def test_a_settlement_overtaken_between_its_reads_is_a_conflict(ledgers: Ledgers) -> None:
+    a = ledgers(randbelow=SteeredShuffle("TS TH 7D 9S 8C TD"))
+    b = ledgers(cls=Interleaved)
+    assert isinstance(b, Interleaved)
+    _, r = dealt_round(a)
+    for box in (1, 2):
+        a.stand(rid(), "dealer", r, f"P{box}", box, 0)
+    a.play_dealer(rid(), "dealer", r)  # 7, 10: the dealer stands on 17
+    b.round_state(r)
+    # a settles after b has read the round and before b reads the first account.
+    b.before_reading[Account] = once(lambda: a.settle(rid(), "dealer", r))
+    with pytest.raises(Conflict):
+        b.settle(rid(), "dealer", r)
+    assert a.round_state(r)["phase"] == "settled"
+    assert a.check_round(r) == []
+    assert sum(a.balance(p)["total"] for p in ("P1", "P2")) + a.house(
+        UUID(a.round_state(r)["table_id"]))["available"] == 2000
 
 
 def test_a_process_behind_on_the_shoe_replaces_it_once_the_cut_card_is_out(
