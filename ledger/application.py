@@ -169,7 +169,7 @@ class GameLedger(Application[UUID]):
             table.trigger_event(Table.RulesChanged, rules=rules.to_dict(),
                                 rules_hash=rules.content_hash, limits=merged.to_dict(),
                                 reason=reason, actor=actor, request_id=request_id,
-                                timestamp=self._clock())
+                                timestamp=self._now(table))
             return {"table_id": str(table_id), "rules_hash": rules.content_hash}, [table]
 
         self._run(request_id, actor, "change_rules", payload, body)
@@ -626,10 +626,11 @@ class GameLedger(Application[UUID]):
                     # Decided on the guarded aggregate as read, and on others read after it
                     # that another request may have changed meanwhile (its settlement
                     # posted): the refusal, or the mismatch, may be that request's doing.
-                    overtaken = self._overtaken(guard, _loaded_version(tried.taken, guard),
-                                                seen)
-                    if overtaken is not None:
-                        raise overtaken from None
+                    if any(aggregate.id != guard for aggregate in tried.taken):
+                        overtaken = self._overtaken(
+                            guard, _loaded_version(tried.taken, guard), seen)
+                        if overtaken is not None:
+                            raise overtaken from None
                     raise
                 loaded = _loaded_version(touched, guard)
                 receipt = Receipt.record(receipt_id, self._clock(), request_id, command,

@@ -255,6 +255,19 @@ def test_a_rounds_events_never_go_back_in_time_when_the_clock_does() -> None:
     stamps = [datetime.fromisoformat(e["timestamp"]) for e in app.round_events(r)]
     assert stamps == sorted(stamps)
     assert stamps[-1] == datetime(2026, 1, 1, 6, 0, 1, tzinfo=UTC)
+    # A table's too: its rules changed, closed and reopened by servers further behind.
+    steps: list[Callable[[], object]] = [
+        lambda: app.change_rules(desk.rid(), "manager", desk.table, CASINO_WILD,
+                                 TableLimits(), "wild card evening"),
+        lambda: app.close_table(desk.rid(), "manager", desk.table, "closing"),
+        lambda: app.reopen_table(desk.rid(), "manager", desk.table)]
+    for step in steps:
+        now[0] -= timedelta(seconds=1)
+        step()
+    table_events: list[Any] = list(app.events.get(desk.table))
+    table_stamps = [e.timestamp for e in table_events]
+    assert len(table_stamps) == 6  # opened, a shoe, a round, new rules, closed, reopened
+    assert table_stamps == sorted(table_stamps)
 
 
 def test_changed_rules_apply_to_future_rounds_only(make_ledger: MakeLedger) -> None:
