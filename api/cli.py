@@ -64,11 +64,22 @@ WSGI_APP = "api.wsgi:app"
 
 
 # What the person at the terminal can mend (a setting, a key file, a database that is down or
-# not prepared, a server that refuses): one line and exit status 1, not a traceback.
+# not prepared, a server that refuses): one line and exit status 1, not a traceback (which
+# --log-level DEBUG still shows).
 _DATABASE_ERRORS = (PersistenceOperationalError, PersistenceProgrammingError,
                     psycopg.OperationalError, psycopg.ProgrammingError)
 _OPERATOR_ERRORS = (DatabaseSetupError, ShoeKeyError, KeyConfigError, ProjectionSetupError,
                     ApiError, SimulationError, OSError, *_DATABASE_ERRORS)
+# Of the database's refusals of a statement, those of a database not prepared for this
+# command: no such table or schema (yet), no right to it. Any other is a defect.
+_UNPREPARED_SQLSTATES = frozenset({"42P01", "3F000", "42501"})
+
+
+def _operator_can_mend(exc: BaseException) -> bool:
+    if isinstance(exc, (PersistenceProgrammingError, psycopg.ProgrammingError)):
+        cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
+        return getattr(cause, "sqlstate", None) in _UNPREPARED_SQLSTATES
+    return isinstance(exc, _OPERATOR_ERRORS)
 
 
 class _Commands(click.Group):
@@ -76,6 +87,9 @@ class _Commands(click.Group):
         try:
             return super().invoke(ctx)
         except _OPERATOR_ERRORS as exc:
+            if not _operator_can_mend(exc):
+                raise
+            logging.getLogger("pitboss.cli").debug("the command failed", exc_info=exc)
             first_line = (str(exc).strip() or type(exc).__name__).splitlines()[0]
             if isinstance(exc, _DATABASE_ERRORS):
                 first_line = f"database error: {first_line}"

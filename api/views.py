@@ -32,8 +32,9 @@ class Parser(FlaskParser):
         if not data:
             return missing  # no body is no body; the schema says whether one is needed
         cap = flask.current_app.config.get("MAX_CONTENT_LENGTH")
-        if cap is not None and req.content_length is None and len(data) >= cap:
-            raise RequestEntityTooLarge()
+        if cap is not None and req.content_length is None and len(data) >= cap \
+                and (len(data) > cap or req.environ["wsgi.input"].read(1)):
+            raise RequestEntityTooLarge()  # a byte past the cap: more than werkzeug read
         if not is_json(req.mimetype):
             abort(415, messages={"Content-Type": [
                 "A request body is JSON: send it with Content-Type: application/json."]})

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 from werkzeug.serving import make_server
@@ -334,6 +335,26 @@ def test_what_the_operator_can_mend_is_one_line_not_a_traceback(database, monkey
     assert isinstance(result.exception, SystemExit), repr(result.exception)
     assert result.output.startswith("Error: ")
     assert said in result.output
+
+
+def test_only_a_database_not_prepared_is_an_operator_error_among_refused_statements():
+    from eventsourcing.persistence import ProgrammingError
+
+    from api.cli import _operator_can_mend
+
+    def wrapped(cause: Exception) -> ProgrammingError:
+        error = ProgrammingError(str(cause))
+        error.__cause__ = cause
+        return error
+
+    for unprepared in (psycopg.errors.UndefinedTable("no table"),
+                       psycopg.errors.InvalidSchemaName("no schema"),
+                       psycopg.errors.InsufficientPrivilege("no right")):
+        assert _operator_can_mend(unprepared)
+        assert _operator_can_mend(wrapped(unprepared))
+    defect = psycopg.errors.UndefinedColumn("no column")
+    assert not _operator_can_mend(defect)
+    assert not _operator_can_mend(wrapped(defect))
 
 
 @pytest.mark.parametrize("argv", [

@@ -154,16 +154,22 @@ def test_two_idempotency_keys_in_one_request_are_400_and_move_nothing(desk):
     assert available(desk) == before
 
 
+def chunked_buy_in(desk: Desk, body: bytes) -> TestResponse:
+    return cashier_post(desk, "/accounts/P1/buy-in", b"", "application/json",
+                        input_stream=io.BytesIO(body), headers={"Transfer-Encoding": "chunked"},
+                        # as gunicorn sets it: werkzeug then stops reading at the cap
+                        environ_overrides={"wsgi.input_terminated": True})
+
+
 def test_a_body_sent_in_chunks_past_the_cap_is_413_and_moves_nothing(desk):
     before = available(desk)
-    body = b'{"amount": 5}' + b" " * 70_000 + b"and more"
-    response = cashier_post(desk, "/accounts/P1/buy-in", b"", "application/json",
-                            input_stream=io.BytesIO(body),
-                            headers={"Transfer-Encoding": "chunked"},
-                            # as gunicorn sets it: werkzeug then stops reading at the cap
-                            environ_overrides={"wsgi.input_terminated": True})
-    problem_of(response, 413)
+    for past in (1, 70_000):
+        body = b'{"amount": 5}' + b" " * (64 * 1024 - 13 + past - 1) + b"x"
+        problem_of(chunked_buy_in(desk, body), 413)
     assert available(desk) == before
+    # A body of exactly the cap is whole: taken as with a Content-Length.
+    desk.http.ok(chunked_buy_in(desk, b'{"amount": 5}' + b" " * (64 * 1024 - 13)))
+    assert available(desk) == before + 5
 
 
 def test_a_body_naming_a_member_twice_is_400_and_moves_nothing(desk):
