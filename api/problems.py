@@ -97,8 +97,7 @@ def http_exception_problem(error: HTTPException) -> Response:
         detail = "The request does not fit its schema: " + "; ".join(
             f"{name}: {' '.join(messages)}" for name, messages in sorted(errors.items())
         )
-        title = "Malformed request" if status == 400 else "Invalid request"
-        kind = "malformed-request" if status == 400 else "invalid-request"
+        title, kind = _SCHEMA_PROBLEMS.get(status, ("Invalid request", "invalid-request"))
         return problem(status, title, detail, type_=f"urn:pitboss:problem:{kind}", **extensions)
     if status in (401, 403):
         # Both are about the key sent in the Authorization header: name it as the field.
@@ -109,6 +108,10 @@ def http_exception_problem(error: HTTPException) -> Response:
         headers["Retry-After"] = str(RETRY_AFTER_S)
     return problem(status, error.name, error.description or error.name, headers=headers,
                    **extensions)
+
+
+_SCHEMA_PROBLEMS = {400: ("Malformed request", "malformed-request"),
+                    415: ("Unsupported media type", "unsupported-media-type")}
 
 
 def _rule_of(errors: Mapping[str, list[str]]) -> str | None:

@@ -185,7 +185,9 @@ def test_a_body_naming_a_member_twice_is_400_and_moves_nothing(desk):
 def test_a_body_not_sent_as_json_is_415_and_moves_nothing(desk, content_type):
     before = available(desk)
     response = cashier_post(desk, "/accounts/P1/buy-in", '{"amount": 5}', content_type)
-    assert "Content-Type" in problem_of(response, 415)["errors"]
+    body = problem_of(response, 415)
+    assert "Content-Type" in body["errors"]
+    assert body["title"] == "Unsupported media type"
     assert available(desk) == before
     # Nor does a command that takes no body act on one it cannot read.
     desk.do("stakes", bettor="P1", box=1, amount=10)
