@@ -561,19 +561,39 @@ class GameLedger(Application[UUID]):
             return ["the shoe is still live: its order is not revealed yet"]
         findings = [] if public["verified"] else ["the reveal does not match the commitment"]
         order = public["order"]
-        rounds = dict.fromkeys(e.round_id for e in self.events.get(shoe_id)
-                               if isinstance(e, ShoeRecord.CardsDrawn))
-        for round_id in rounds:  # each round that drew from the shoe, read once
+        # The shoe records which positions went to which round, in order (its draws follow
+        # each other: the shoe refuses to load otherwise); each round, the cards it dealt.
+        draws = [e for e in self.events.get(shoe_id) if isinstance(e, ShoeRecord.CardsDrawn)]
+        dealt: dict[UUID, list[tuple[int, f.CardDealt]]] = {}
+        for round_id in dict.fromkeys(draw.round_id for draw in draws):  # each read once
+            dealt[round_id] = []
             for event in self.events.get(round_id):
-                if not (isinstance(event, Round.Recorded)
-                        and getattr(event, "shoe_id", None) == shoe_id):
-                    continue
-                fact = event.fact()
-                assert isinstance(fact, f.CardDealt)
+                if isinstance(event, Round.Recorded) \
+                        and getattr(event, "shoe_id", None) == shoe_id:
+                    fact = event.fact()
+                    assert isinstance(fact, f.CardDealt)
+                    dealt[round_id].append((event.originator_version, fact))
+        taken = dict.fromkeys(dealt, 0)
+        for draw in draws:
+            cards = dealt[draw.round_id][taken[draw.round_id]:][:draw.count]
+            taken[draw.round_id] += draw.count
+            for position in range(draw.first + len(cards), draw.first + draw.count):
+                findings.append(f"round {draw.round_id}: the shoe gave it position {position}, "
+                                "and the round records no card dealt from it")
+            for position, (version, fact) in enumerate(cards, start=draw.first):
+                if fact.position != position:
+                    findings.append(f"round {draw.round_id} v{version}: dealt {fact.card} as "
+                                    f"position {fact.position}, but the shoe gave it position "
+                                    f"{position} there")
                 expected = order[fact.position] if 0 <= fact.position < len(order) else None
                 if expected != fact.card:
-                    findings.append(f"round {round_id}: position {fact.position} dealt "
-                                    f"{fact.card}, the revealed order has {expected}")
+                    findings.append(f"round {draw.round_id} v{version}: position "
+                                    f"{fact.position} dealt {fact.card}, the revealed order "
+                                    f"has {expected}")
+        for round_id, cards in dealt.items():
+            for version, fact in cards[taken[round_id]:]:
+                findings.append(f"round {round_id} v{version}: dealt {fact.card} as position "
+                                f"{fact.position}, a card the shoe never gave it")
         return findings
 
     def check_shoe_key(self) -> str | None:

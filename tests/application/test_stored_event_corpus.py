@@ -95,3 +95,34 @@ def test_a_settlement_the_rules_do_not_give_is_reported(make_ledger) -> None:
     assert f"fact {settled['originator_version'] - 1}: recorded StakeSettled(" in findings[0]
     assert f"won={state['won']}" in findings[0]
     assert f"won={state['won'] - 1}" in findings[0]
+
+
+def _dealt_cards(corpus: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The corpus's dealt-card events, each with its decoded state."""
+    return [(e, json.loads(base64.b64decode(e["state"]))) for e in corpus["events"]
+            if e["topic"] == "pitboss:Round.CardDealt"]
+
+
+def _claim(event: dict[str, Any], state: dict[str, Any], position: int, card: str) -> None:
+    state["position"], state["card"] = position, card
+    event["state"] = base64.b64encode(json.dumps(state).encode()).decode()
+
+
+def test_a_card_of_the_order_dealt_out_of_its_turn_is_reported(make_ledger) -> None:
+    # Each altered card is the revealed order's at the position it claims: only the sequence
+    # the shoe recorded (which positions went to which round, in turn) can tell.
+    honest, _ = load_corpus(make_ledger)
+    for claimed in ("the last", "an earlier"):
+        corpus = json.loads(CORPUS.read_text())
+        cards = _dealt_cards(corpus)
+        first, second = cards[0], cards[1]
+        shoe = UUID(first[1]["shoe_id"]["_data_"])
+        order = honest.shoe(shoe)["order"]
+        event, state = first if claimed == "the last" else second
+        position = len(order) - 1 if claimed == "the last" else first[1]["position"]
+        given = state["position"]
+        _claim(event, state, position, order[position])
+        app, _ = load_corpus(make_ledger, corpus)
+        findings = app.verify_shoe(shoe)
+        assert any(f"as position {position}, but the shoe gave it position {given}" in finding
+                   for finding in findings), findings
