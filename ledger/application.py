@@ -519,9 +519,10 @@ class GameLedger(Application[UUID]):
         Everything comes from the stored events, read once: the rules and limits the round
         was started under, then its facts."""
         created, *rest = self._round_events(round_id)
-        recorded = [e.fact() for e in rest if isinstance(e, Round.Recorded)]
+        facts = [e for e in rest if isinstance(e, Round.Recorded)]
         return readjudicate(RuleSet.from_dict(created.rules),
-                            TableLimits.from_dict(created.limits), recorded)
+                            TableLimits.from_dict(created.limits), [e.fact() for e in facts],
+                            [e.originator_version for e in facts])
 
     def balance(self, player: str) -> dict[str, Any]:
         try:

@@ -77,9 +77,14 @@ def command_for(fact: f.Fact, machine: RoundMachine) -> Command | None:
     return None
 
 
-def readjudicate(rules: RuleSet, limits: TableLimits,
-                 recorded: Sequence[f.Fact]) -> list[str]:
-    """Findings (empty when the rules reproduce every recorded fact exactly)."""
+def readjudicate(rules: RuleSet, limits: TableLimits, recorded: Sequence[f.Fact],
+                 versions: Sequence[int] | None = None) -> list[str]:
+    """Findings (empty when the rules reproduce every recorded fact exactly). ``versions``:
+    the event version each fact was recorded at, to name it by (else its place, from 1)."""
+
+    def at(i: int) -> str:
+        return f"v{versions[i]}" if versions is not None else f"fact {i + 1}"
+
     machine = RoundMachine(rules, limits)
     cards = RecordedCards(recorded)
     findings: list[str] = []
@@ -87,19 +92,19 @@ def readjudicate(rules: RuleSet, limits: TableLimits,
     while i < len(recorded):
         command = command_for(recorded[i], machine)
         if command is None:
-            return [f"fact {i + 1} ({type(recorded[i]).__name__}) starts no command"]
+            return [f"{at(i)} ({type(recorded[i]).__name__}) starts no command"]
         try:
             produced = command(machine, cards.draw)
         except LedgerError as e:
-            return [f"fact {i + 1} ({type(recorded[i]).__name__}) is refused by the rules: {e}"]
+            return [f"{at(i)} ({type(recorded[i]).__name__}) is refused by the rules: {e}"]
         expected = list(recorded[i:i + len(produced)])
         if produced != expected:
             for j, (want, got) in enumerate(zip(expected, produced, strict=False)):
                 if want != got:
-                    findings.append(f"fact {i + j + 1}: recorded {want}, the rules give {got}")
+                    findings.append(f"{at(i + j)}: recorded {want}, the rules give {got}")
                     break
             else:
-                findings.append(f"fact {i + 1}: the rules give {len(produced)} facts, "
+                findings.append(f"{at(i)}: the rules give {len(produced)} facts, "
                                 f"{len(expected)} recorded")
             return findings
         i += len(produced)

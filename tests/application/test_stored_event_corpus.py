@@ -92,7 +92,7 @@ def test_a_settlement_the_rules_do_not_give_is_reported(make_ledger) -> None:
     app, _ = load_corpus(make_ledger, corpus)
     findings = app.check_round(UUID(settled["originator_id"]))
     assert len(findings) == 1
-    assert f"fact {settled['originator_version'] - 1}: recorded StakeSettled(" in findings[0]
+    assert f"v{settled['originator_version']}: recorded StakeSettled(" in findings[0]
     assert f"won={state['won']}" in findings[0]
     assert f"won={state['won'] - 1}" in findings[0]
 
