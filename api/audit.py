@@ -102,10 +102,12 @@ def chain(query: dict[str, Any]) -> dict[str, Any]:
     """Walk the event store's hash chain: every stored event is recomputed against its link.
 
     At most ``limit`` rows per request: a longer chain is walked in parts, each from the
-    ``next_after`` of the part before, until ``complete``. Give a head kept outside the
-    database (``expected_head``, and ``expected_at``, the notification id it was taken at) to
-    prove that nothing up to that event was changed, removed or inserted since, however many
-    events came after it. ``pitboss chain`` walks it all against the database.
+    ``next_after`` of the part before, until ``complete``. A part takes the link stored where
+    it starts on trust (``from_start`` is false): only the parts before it check the events
+    up to there. Give a head kept outside the database (``expected_head``, and
+    ``expected_at``, the notification id it was taken at) to a walk from the start to prove
+    that nothing up to that event was changed, removed or inserted since, however many events
+    came after it. ``pitboss chain`` walks it all against the database.
     """
     report = verify_chain(_recorder(), after=query["after"], limit=query["limit"],
                           expected_head=query.get("expected_head"),
@@ -113,7 +115,7 @@ def chain(query: dict[str, Any]) -> dict[str, Any]:
     return {"rows": report.rows, "head": report.head,
             "head_notification_id": report.head_notification_id, "intact": report.intact,
             "findings": report.findings, "complete": report.complete,
-            "next_after": report.next_after}
+            "from_start": report.from_start, "next_after": report.next_after}
 
 
 @blp.route("/chain/head", methods=["GET"])

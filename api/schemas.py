@@ -597,6 +597,10 @@ class ChainReportSchema(Out):
     complete = fields.Boolean(required=True, metadata={
         "description": "Whether the walk reached the last stored event (false when it "
                        "stopped at a break)."})
+    from_start = fields.Boolean(required=True, metadata={
+        "description": "Whether the walk began at the first event (after=0). A part that "
+                       "starts later takes the link stored there on trust: the events before "
+                       "it, and a kept head's proof, rest on the parts before it."})
     next_after = fields.Integer(required=True, allow_none=True, metadata={
         "description": "Pass as after= for the next part; null once complete or broken."})
 

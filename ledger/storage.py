@@ -453,13 +453,16 @@ def link(previous: bytes, originator_id: UUID, version: int, topic: str, state: 
 class ChainReport:
     """The result of walking (part of) the chain: rows checked, the link reached, what did not
     match, and whether the walk reached the last row unbroken (``complete``; else, unless it
-    broke, it goes on after ``next_after``)."""
+    broke, it goes on after ``next_after``). A part that did not start at the first event
+    (``from_start`` false) took the link stored where it starts on trust: it proves nothing
+    of the events before, which only the parts before it check."""
 
     rows: int
     head: str
     head_notification_id: int
     findings: list[str]
     complete: bool = True
+    from_start: bool = True
 
     @property
     def intact(self) -> bool:
@@ -500,15 +503,17 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
     notification id checked. Walking the parts in order, each from where the last one
     stopped, checks the whole chain: each part starts from the link the one before
     recomputed."""
-    previous = GENESIS if after == 0 else _stored_link(recorder, after)
+    from_start = after == 0
+    previous = GENESIS if from_start else _stored_link(recorder, after)
     if previous is None:
         return ChainReport(rows=0, head="", head_notification_id=after, complete=False,
+                           from_start=from_start,
                            findings=[f"there is no event at notification {after} to start "
                                      "after: start after 0, or after an id a walk reported"])
     kept_at = expected_at if expected_head is not None else None
     if kept_at is not None and kept_at < after:
         return ChainReport(rows=0, head=previous.hex(), head_notification_id=after,
-                           complete=False, findings=[
+                           complete=False, from_start=from_start, findings=[
                                f"the head kept outside was taken at notification {kept_at}, "
                                f"before this part: start after {kept_at} or earlier"])
     # At the part's start, the kept head is compared with the link the part before checked.
@@ -547,7 +552,7 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
         elif kept_at is None and expected_head != head:
             findings.append(f"the chain head is {head}, not the {expected_head} kept outside")
     return ChainReport(rows=rows, head=head, head_notification_id=last_id, findings=findings,
-                       complete=reached_end and not findings)
+                       complete=reached_end and not findings, from_start=from_start)
 
 
 def _kept_head_findings(at: int, reached: int, recomputed: str, kept: str | None) -> list[str]:

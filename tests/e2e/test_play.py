@@ -308,6 +308,7 @@ def test_a_long_chain_is_walked_in_parts_that_add_up_to_the_whole(make_app):
     assert len(parts) == -(-whole["rows"] // 4)
     assert sum(p["rows"] for p in parts) == whole["rows"]
     assert [p["complete"] for p in parts] == [False] * (len(parts) - 1) + [True]
+    assert [p["from_start"] for p in parts] == [True] + [False] * (len(parts) - 1)
     assert (parts[-1]["head"], parts[-1]["head_notification_id"]) == (
         whole["head"], whole["head_notification_id"])
     problem = http.get("/audit/chain", limit=CHAIN_WALK_ROWS_MAX + 1)

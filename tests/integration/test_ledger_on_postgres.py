@@ -159,6 +159,32 @@ def test_the_hash_chain_exposes_an_altered_event(
     assert part.head_notification_id == tampered.head_notification_id
 
 
+def test_a_part_started_after_an_alteration_says_it_took_its_start_on_trust(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    app = ledgers()
+    open_round(app)
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    kept_at, kept = chain_head(recorder)
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
+    with psycopg.connect(database.conninfo()) as conn:  # an early event, its link left alone
+        conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+        altered = conn.execute(
+            f"UPDATE {table} SET state = convert_to(replace(convert_from(state, 'UTF8'), "
+            "'1000', '9000'), 'UTF8') WHERE topic = 'pitboss:Account.BoughtIn' "
+            "RETURNING notification_id").fetchall()
+        conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+    first, last = min(row[0] for row in altered), max(row[0] for row in altered)
+    part = verify_chain(recorder, after=last, expected_head=kept, expected_at=kept_at)
+    assert part.intact  # intact from the start it took on trust...
+    assert not part.from_start
+    whole = verify_chain(recorder, expected_head=kept, expected_at=kept_at)
+    assert whole.from_start  # ...which a walk from the start checks
+    assert not whole.intact
+    assert f"(notification {first}) does not match the chain" in whole.findings[0]
+
+
 def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings,
         env: dict[str, str]) -> None:
@@ -191,6 +217,8 @@ def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
     # Walked from the kept head onwards, the link there is the one compared.
     onwards = verify_chain(recorder, after=kept_at, expected_head=kept, expected_at=kept_at)
     assert onwards.findings == [report.findings[0]]
+    assert report.from_start
+    assert not onwards.from_start
     later = verify_chain(recorder, after=kept_at + 1, expected_head=kept, expected_at=kept_at)
     assert not later.intact
     assert "before this part" in later.findings[0]
