@@ -18,6 +18,8 @@ from ledger.errors import Conflict
 from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
 from ledger.storage import GENESIS, LedgerRecorder, chain_head, link, verify_chain
+from projections.engine import Engine
+from projections.queries import ReadModels
 from tests.scripted import SteeredShuffle
 
 NewEnv = Callable[[], dict[str, str]]
@@ -272,3 +274,32 @@ def test_a_process_starting_does_not_wait_for_readers_of_the_event_table(
     for ledger in started:
         ledger.close()
     assert not waited, "the restart waited for a reader of the event table"
+
+
+def test_an_altered_account_snapshot_shows_in_the_balance_check(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    # Snapshots sit outside the hash chain: a superuser can change one (README), and the
+    # balance read from the account changes with it. The read models, rebuilt from the
+    # events alone, tell.
+    app = ledgers()
+    app.open_account("a", "cashier", "P1")
+    for n in range(200):  # version 200 is snapshotted
+        app.buy_in(f"b{n}", "cashier", "P1", 1)
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_snapshots'
+    with psycopg.connect(database.conninfo()) as conn:
+        changed = conn.execute(
+            f"UPDATE {table} SET state = convert_to(regexp_replace(convert_from(state, "
+            "'UTF8'), '\"available\":\\s*199', '\"available\":1000199'), 'UTF8')").rowcount
+    assert changed == 1
+    fresh = ledgers()
+    assert fresh.balance("P1")["available"] == 1_000_200  # what the altered snapshot says
+    recorder = fresh.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    assert verify_chain(recorder).intact  # the chain covers events, not snapshots
+    with Engine(env) as engine:
+        engine.catch_up(1000)
+    with ReadModels(env) as reads:
+        findings = reads.check_balances(fresh)
+    assert len(findings) == 1
+    assert "P1" in findings[0]
