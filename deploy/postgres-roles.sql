@@ -27,10 +27,18 @@ GRANT EXECUTE ON FUNCTION pitboss.ledger_events_insert(uuid[], bigint[], text[],
 GRANT SELECT, INSERT ON pitboss.ledger_snapshots TO pitboss_service;
 GRANT SELECT ON pitboss.ledger_events TO pitboss_auditor;
 
--- Projection tables (their names start with the projection's name) are maintained by the
--- service; grant them once they exist (`pitboss rebuild`, run as the owner, gives the tables it
--- swaps in the grants of those they replace), e.g.:
---   GRANT SELECT, INSERT, UPDATE, DELETE ON pitboss.balances_tracking TO pitboss_service;
---   GRANT SELECT ON pitboss.balances_tracking TO pitboss_auditor;
+-- The projection tables (their names start with balances_, round_index_ or table_days_) are
+-- maintained by the service. Run this once they exist (after the owner's first start of
+-- pitboss serve and pitboss project); `pitboss rebuild`, run as the owner, gives the tables it
+-- swaps in the grants of those they replace.
+DO $$
+DECLARE t text;
+BEGIN
+  FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = 'pitboss'
+             AND tablename ~ '^(balances|round_index|table_days)_' LOOP
+    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON pitboss.%I TO pitboss_service', t);
+    EXECUTE format('GRANT SELECT ON pitboss.%I TO pitboss_auditor', t);
+  END LOOP;
+END $$;
 ALTER DEFAULT PRIVILEGES FOR ROLE pitboss_owner IN SCHEMA pitboss
     GRANT SELECT ON TABLES TO pitboss_auditor;

@@ -7,6 +7,7 @@ created by the session's superuser standing in for ``pitboss_owner``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from collections.abc import Iterator
@@ -15,8 +16,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from eventsourcing.persistence import ProgrammingError as PersistenceProgrammingError
 
+from api.app import ledger_env
 from api.database import DatabaseSettings
+from api.services import prepare_store
 from ledger.application import GameLedger
 from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
@@ -29,14 +33,24 @@ Env = dict[str, str]
 
 
 def grants(schema: str, names: dict[str, str]) -> list[str]:
-    """The file's statements after the tables exist (GRANT and ALTER DEFAULT PRIVILEGES),
-    for ``schema`` and the renamed roles."""
+    """The file's statements after the tables exist (GRANT, ALTER DEFAULT PRIVILEGES and the
+    DO block granting the projection tables), for ``schema`` and the renamed roles."""
     text = re.sub(r"--[^\n]*", "", ROLES_FILE.read_text())
-    text = text.replace("pitboss.", f'"{schema}".').replace("SCHEMA pitboss", f'SCHEMA "{schema}"')
+    text = (text.replace("pitboss.", f'"{schema}".').replace("SCHEMA pitboss", f'SCHEMA "{schema}"')
+            .replace("'pitboss'", f"'{schema}'"))
     for role, renamed in names.items():
         text = text.replace(role, renamed)
-    statements = [" ".join(s.split()) for s in text.split(";") if s.strip()]
-    return [s for s in statements if s.startswith(("GRANT", "ALTER DEFAULT"))]
+    # Statements end at a semicolon outside $$ quotes (a DO block's body holds its own).
+    parts = text.split("$$")
+    pieces = [part.split(";") if n % 2 == 0 else [part] for n, part in enumerate(parts)]
+    statements, current = [], ""
+    for n, split in enumerate(pieces):
+        current += ("$$" if n else "") + split[0]
+        for rest in split[1:]:
+            statements.append(current)
+            current = rest
+    statements = [" ".join(s.split()) for s in [*statements, current] if s.strip()]
+    return [s for s in statements if s.startswith(("GRANT", "ALTER DEFAULT", "DO"))]
 
 
 @pytest.fixture
@@ -111,13 +125,9 @@ def test_a_rebuilt_read_model_keeps_the_grants_of_the_one_it_replaced(
     schema = env["POSTGRES_SCHEMA"]
     Engine(env).close()  # the projection tables, made by the owner
     with psycopg.connect(database.conninfo(), autocommit=True) as conn:
-        tables = [r[0] for r in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = %s "
-            "AND tablename LIKE 'balances%%'", (schema,))]
-        for table in tables:  # as the roles file says to, once they exist
-            conn.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{schema}"."{table}" '
-                         f"TO {service}")
-            conn.execute(f'GRANT SELECT ON "{schema}"."{table}" TO {auditor}')
+        for statement in grants(schema, names):  # as the roles file says, once they exist
+            if statement.startswith("DO"):
+                conn.execute(statement)
     ledger = GameLedger(env=env, shoe_key=ShoeSealer.new_key())
     try:
         ledger.open_account("a", "cashier", "P1")
@@ -134,3 +144,15 @@ def test_a_rebuilt_read_model_keeps_the_grants_of_the_one_it_replaced(
         assert row == (700,)
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(f'DELETE FROM "{schema}".balances_accounts')
+
+
+def test_the_service_role_starts_the_service_on_the_owners_tables_with_create_table_n(
+        roles: tuple[Env, dict[str, str]], database: DatabaseSettings) -> None:
+    env, names = roles
+    service = dataclasses.replace(database, user=names["pitboss_service"])
+    environ = {"POSTGRES_SCHEMA": env["POSTGRES_SCHEMA"]}
+    # As the table's owner may: replacing the insert function is refused to anyone else.
+    with pytest.raises(PersistenceProgrammingError):
+        prepare_store(ledger_env(service, environ), ShoeSealer.new_key())
+    assert prepare_store(ledger_env(service, {**environ, "CREATE_TABLE": "n"}),
+                         ShoeSealer.new_key()) == 0
