@@ -302,7 +302,9 @@ def keys_create(name: str, role: str, keys_file: Path | None) -> None:
     """Create a key: its hash goes to the key file, the key is printed once."""
     path = keys_file or default_keys_file(os.environ)
     key = append_key(path, name, role)
-    click.echo(f"created a {role} key for {name} in {path}; it is shown only now:", err=True)
+    article = "an" if role[0] in "aeiou" else "a"
+    click.echo(f"created {article} {role} key for {name} in {path}; it is shown only now:",
+               err=True)
     click.echo(key)
 
 

@@ -106,8 +106,11 @@ def http_exception_problem(error: HTTPException) -> Response:
         headers["WWW-Authenticate"] = "Bearer"
     if status == 503:
         headers["Retry-After"] = str(RETRY_AFTER_S)
-    return problem(status, error.name, error.description or error.name, headers=headers,
-                   **extensions)
+    detail = error.description or error.name
+    if status == 404:  # no route matched: ids in paths are UUIDs, or no route takes it
+        detail = ("There is no such route, or an id in the path is not a UUID (tables, rounds "
+                  "and shoes are named by UUID).")
+    return problem(status, error.name, detail, headers=headers, **extensions)
 
 
 _SCHEMA_PROBLEMS = {400: ("Malformed request", "malformed-request"),

@@ -59,6 +59,10 @@ if TYPE_CHECKING:
     from ledger.application import GameLedger
 
 
+class QueryRefused(DecisionRefused):
+    """An argument of a query is not one it takes; names the argument (``field``)."""
+
+
 class QueryTooBroad(DecisionRefused):
     """A search ran into the statement timeout."""
 
@@ -122,24 +126,24 @@ class ReadModels:
         """
         _check_limit(limit, ROUNDS_PAGE_MAX, "rounds")
         if table_id is not None and not isinstance(table_id, UUID):
-            raise DecisionRefused("A table id is a UUID.", field="table_id")
+            raise QueryRefused("A table id is a UUID.", field="table_id")
         if player is not None and (not isinstance(player, str)
                                    or not 1 <= len(player) <= NAME_MAX_CHARS):
-            raise DecisionRefused(f"A player id is 1 to {NAME_MAX_CHARS} characters.",
+            raise QueryRefused(f"A player id is 1 to {NAME_MAX_CHARS} characters.",
                                   field="player")
         if status is not None and status not in STATUSES:
-            raise DecisionRefused(f"A round's status is one of {', '.join(STATUSES)}.",
+            raise QueryRefused(f"A round's status is one of {', '.join(STATUSES)}.",
                                   field="status")
         flags = {"wild_card": wild_card, "prize": prize, "ruling": ruling}
         for flag, value in flags.items():
             if value is not None and not isinstance(value, bool):
-                raise DecisionRefused(f"The {flag} filter is true or false.", field=flag)
+                raise QueryRefused(f"The {flag} filter is true or false.", field=flag)
         for name, bound in (("started_from", started_from), ("started_to", started_to)):
             if bound is not None and (not isinstance(bound, datetime) or bound.tzinfo is None):
-                raise DecisionRefused("A time bound needs a date, a time and a time zone.",
+                raise QueryRefused("A time bound needs a date, a time and a time zone.",
                                       field=name)
         if started_from is not None and started_to is not None and started_from >= started_to:
-            raise DecisionRefused("The start of a time range must come before its end.",
+            raise QueryRefused("The start of a time range must come before its end.",
                                   field="started_to")
         after = _decode_cursor(cursor, "rounds", _round_key) if cursor is not None else None
 
@@ -200,7 +204,7 @@ class ReadModels:
         _check_limit(limit, BALANCES_PAGE_MAX, "accounts")
         if player is not None and (not isinstance(player, str)
                                    or not 1 <= len(player) <= NAME_MAX_CHARS):
-            raise DecisionRefused(f"A player id is 1 to {NAME_MAX_CHARS} characters.",
+            raise QueryRefused(f"A player id is 1 to {NAME_MAX_CHARS} characters.",
                                   field="player")
         after = _decode_cursor(cursor, "balances", _balance_key) if cursor is not None else None
         where: list[Composable] = []
@@ -253,19 +257,19 @@ class ReadModels:
         table had activity or was open: a day it was open without any is a "no activity" row.
         Held chips and open rounds are as at the end of each gaming day."""
         if not isinstance(table_id, UUID):
-            raise DecisionRefused("A table id is a UUID.", field="table_id")
+            raise QueryRefused("A table id is a UUID.", field="table_id")
         for name, day in (("from", day_from), ("to", day_to)):
             if not isinstance(day, date) or isinstance(day, datetime):
-                raise DecisionRefused("A gaming day is a calendar date such as 2025-03-01.",
+                raise QueryRefused("A gaming day is a calendar date such as 2025-03-01.",
                                       field=name)
             if not DAY_MIN <= day <= DAY_MAX:
-                raise DecisionRefused(f"A gaming day lies from {DAY_MIN} to {DAY_MAX}.",
+                raise QueryRefused(f"A gaming day lies from {DAY_MIN} to {DAY_MAX}.",
                                       field=name)
         if day_from > day_to:
-            raise DecisionRefused("The first day of a report must not come after its last.",
+            raise QueryRefused("The first day of a report must not come after its last.",
                                   field="to")
         if (day_to - day_from).days + 1 > DAY_RANGE_MAX_DAYS:
-            raise DecisionRefused(f"A report covers at most {DAY_RANGE_MAX_DAYS} days.",
+            raise QueryRefused(f"A report covers at most {DAY_RANGE_MAX_DAYS} days.",
                                   field="to")
         q = self._days.qualified
         with self._read() as curs:
@@ -321,7 +325,7 @@ class ReadModels:
 
 def _check_limit(limit: int, maximum: int, what: str) -> None:
     if type(limit) is not int or not 1 <= limit <= maximum:
-        raise DecisionRefused(f"A page holds 1 to {maximum} {what}.", field="limit")
+        raise QueryRefused(f"A page holds 1 to {maximum} {what}.", field="limit")
 
 
 def _encode_cursor(of: str, key: list[str]) -> str:
@@ -332,7 +336,7 @@ def _encode_cursor(of: str, key: list[str]) -> str:
 
 def _decode_cursor(cursor: str, of: str, parse: Callable[[list[str]], list[Any]]
                    ) -> list[Any]:
-    refused = DecisionRefused("The cursor is not one this list gave out; start again without it.",
+    refused = QueryRefused("The cursor is not one this list gave out; start again without it.",
                               field="cursor")
     if not isinstance(cursor, str) or not 1 <= len(cursor) <= CURSOR_MAX_CHARS:
         raise refused

@@ -40,11 +40,14 @@ def test_healthz_answers_503_problem_details_when_the_database_is_unreachable(un
     assert response.headers["Retry-After"] == "1"
 
 
-def test_an_unknown_path_is_a_problem_details_404(client):
-    response = client.get("/no/such/thing")
+@pytest.mark.parametrize("path", ["/no/such/thing", "/rounds/not-a-uuid"])
+def test_an_unknown_path_is_a_problem_details_404(client, path):
+    response = client.get(path)
     assert response.status_code == 404
     assert response.mimetype == PROBLEM_JSON
-    assert response.get_json(force=True)["status"] == 404
+    body = response.get_json(force=True)
+    assert body["status"] == 404
+    assert "not a UUID" in body["detail"]
 
 
 def test_a_wrong_method_is_a_problem_details_405_naming_the_allowed_ones(client):

@@ -112,6 +112,7 @@ def test_a_cursor_it_did_not_give_out_is_refused_naming_the_cursor(http, path, k
         json.dumps(key).encode()).decode().rstrip("=")
     body = problem_of(http.get(path, cursor=cursor), 422)
     assert "cursor" in body["errors"]
+    assert (body["error"], body["title"]) == ("QueryRefused", "Query refused")
 
 
 def test_a_report_range_is_checked(http, make_app):
