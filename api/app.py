@@ -143,11 +143,6 @@ def ledger_env(settings: DatabaseSettings, environ: Mapping[str, str]) -> dict[s
     schema = environ.get("POSTGRES_SCHEMA", "").strip()
     if schema:
         env["POSTGRES_SCHEMA"] = schema
-    # CREATE_TABLE=n: a role that may not create or replace the tables (the service role of
-    # deploy/postgres-roles.sql) starts on the tables its owner made.
-    create = environ.get("CREATE_TABLE", "").strip()
-    if create:
-        env["CREATE_TABLE"] = create
     return env
 
 

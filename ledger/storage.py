@@ -534,8 +534,9 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
         stored = bytes(row["chain_hash"]) if row["chain_hash"] is not None else None
         if stored != expected:
             findings.append(f"event {row['originator_id']} v{row['originator_version']} "
-                            f"(notification {last_id}) does not match the chain: it was "
-                            "altered or inserted, or the event before it removed")
+                            f"(notification {last_id}) does not match the chain: it, or the "
+                            "event before it (its link recomputed), was altered or inserted, "
+                            "or an event between them removed")
             break
         previous = expected
         if pending is not None and last_id >= pending:

@@ -161,6 +161,35 @@ def test_the_hash_chain_exposes_an_altered_event(
     assert part.head_notification_id == tampered.head_notification_id
 
 
+def test_an_event_altered_with_its_own_link_recomputed_is_found_at_the_next_one(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    app = ledgers()
+    open_round(app)
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
+    with psycopg.connect(database.conninfo()) as conn:  # the chain has no key: anyone can
+        conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")  # recompute one link
+        target, = conn.execute(f"SELECT min(notification_id) FROM {table} "
+                               "WHERE topic = 'pitboss:Account.BoughtIn'").fetchone() or (0,)
+        before = conn.execute(f"SELECT chain_hash FROM {table} WHERE notification_id < %s "
+                              "ORDER BY notification_id DESC LIMIT 1", (target,)).fetchone()
+        row = conn.execute(
+            f"UPDATE {table} SET state = convert_to(replace(convert_from(state, 'UTF8'), "
+            "'1000', '9000'), 'UTF8') WHERE notification_id = %s "
+            "RETURNING originator_id, originator_version, topic, state", (target,)).fetchone()
+        assert before is not None
+        assert row is not None
+        conn.execute(f"UPDATE {table} SET chain_hash = %s WHERE notification_id = %s",
+                     (link(bytes(before[0]), row[0], row[1], row[2], bytes(row[3])), target))
+        conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+    report = verify_chain(recorder)
+    assert not report.intact
+    assert report.head_notification_id > target  # found where the next link fails
+    assert "the event before it (its link recomputed), was altered" in report.findings[0]
+
+
 def test_a_part_started_after_an_alteration_says_it_took_its_start_on_trust(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings,
         env: dict[str, str]) -> None:
