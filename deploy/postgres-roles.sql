@@ -1,4 +1,6 @@
--- Roles for a production PostgreSQL (psql -v ON_ERROR_STOP=1 -f deploy/postgres-roles.sql).
+-- Roles for a production PostgreSQL: psql -v ON_ERROR_STOP=1 -f deploy/postgres-roles.sql,
+-- twice: before the owner's first start (the roles and the schema; the grants find no tables
+-- yet), and after it (the grants). Running it again changes nothing.
 --
 -- pitboss_owner   owns the schema and every table, trigger and function; nobody logs in
 --                 as it except to create or migrate tables (start the service once with
@@ -13,19 +15,34 @@
 --
 -- Passwords are set outside this file: ALTER ROLE ... PASSWORD ...
 
-CREATE ROLE pitboss_owner NOLOGIN;
-CREATE ROLE pitboss_service LOGIN;
-CREATE ROLE pitboss_auditor LOGIN;
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pitboss_owner') THEN
+    CREATE ROLE pitboss_owner NOLOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pitboss_service') THEN
+    CREATE ROLE pitboss_service LOGIN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pitboss_auditor') THEN
+    CREATE ROLE pitboss_auditor LOGIN;
+  END IF;
+END $$;
 
 CREATE SCHEMA IF NOT EXISTS pitboss AUTHORIZATION pitboss_owner;
 GRANT USAGE ON SCHEMA pitboss TO pitboss_service, pitboss_auditor;
 
--- After the owner has created the tables (first start with CREATE_TABLE=y):
-GRANT SELECT ON pitboss.ledger_events TO pitboss_service;
-GRANT EXECUTE ON FUNCTION pitboss.ledger_events_insert(uuid[], bigint[], text[], bytea[])
-    TO pitboss_service;
-GRANT SELECT, INSERT ON pitboss.ledger_snapshots TO pitboss_service;
-GRANT SELECT ON pitboss.ledger_events TO pitboss_auditor;
+-- The ledger's tables, once the owner has created them (its first start):
+DO $$
+BEGIN
+  IF to_regclass('pitboss.ledger_events') IS NOT NULL THEN
+    GRANT SELECT ON pitboss.ledger_events TO pitboss_service, pitboss_auditor;
+    GRANT EXECUTE ON FUNCTION pitboss.ledger_events_insert(uuid[], bigint[], text[], bytea[])
+      TO pitboss_service;
+  END IF;
+  IF to_regclass('pitboss.ledger_snapshots') IS NOT NULL THEN
+    GRANT SELECT, INSERT ON pitboss.ledger_snapshots TO pitboss_service;
+  END IF;
+END $$;
 
 -- The projection tables (their names start with balances_, round_index_ or table_days_) are
 -- maintained by the service. Run this once they exist (after the owner's first start of
