@@ -173,7 +173,7 @@ class IdempotencyHeaderSchema(Schema):
 
 
 
-VERSION_TAG = re.compile(r'(?:W/)?"([1-9][0-9]{0,8})"|([1-9][0-9]{0,8})')
+VERSION_TAG = re.compile(r'"([1-9][0-9]{0,8})"|([1-9][0-9]{0,8})')
 
 
 class VersionTag(fields.Field[int]):
@@ -182,6 +182,9 @@ class VersionTag(fields.Field[int]):
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
         found = VERSION_TAG.fullmatch(value.strip()) if isinstance(value, str) else None
         if found is None:
+            if isinstance(value, str) and value.strip().startswith("W/"):
+                # RFC 9110: If-Match compares strongly, and a weak tag never matches.
+                raise ValidationError("If-Match compares strongly: send \"7\", not W/\"7\".")
             raise ValidationError("If-Match names the round version shown, such as \"7\".")
         return int(found.group(1) or found.group(2))
 

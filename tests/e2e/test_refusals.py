@@ -93,7 +93,7 @@ def test_a_decision_for_a_version_the_round_has_left_is_412_and_changes_nothing(
     assert answer["round"]["version"] == answer["result"]["version"] == now + 1
 
 
-@pytest.mark.parametrize("tag", ["seven", '"0"', "-1", '"1', "*", "1, 2", "9" * 10])
+@pytest.mark.parametrize("tag", ["seven", '"0"', "-1", '"1', "*", "1, 2", "9" * 10, 'W/"1"'])
 def test_an_if_match_that_is_no_round_version_is_400(desk, tag):
     response = desk.http.request("POST", ROUND.format(desk.round_id),
                                  json={"bettor": "P1", "box": 1, "amount": 10},
