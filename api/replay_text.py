@@ -76,7 +76,8 @@ def sentence(event_type: str, data: Mapping[str, Any]) -> str:
             return f"round voided: {d['reason']}"
         case "RulingRecorded":
             moves = ", ".join(f"{p} {n:+d}" for p, n in sorted(d["adjustments"].items()))
-            return f"ruling: {d['reason']} ({moves}; corrects v{d['corrects']})"
+            corrects = ", ".join(f"v{version}" for version in d["corrects"])
+            return f"ruling: {d['reason']} ({moves}; corrects {corrects})"
     return event_type
 
 

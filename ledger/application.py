@@ -363,6 +363,7 @@ class GameLedger(Application[UUID]):
     def void(self, request_id: str, actor: str, round_id: UUID, reason: str, *,
              expected: int | None = None) -> Result:
         """R-V1, R-X13: a manager voids an unfinished round; every stake is returned."""
+        _check_reason(reason, "R-V1")
         return self._play(request_id, actor, round_id, "void", {"reason": reason},
                           lambda m, d: m.void(reason), expected)
 
@@ -370,6 +371,7 @@ class GameLedger(Application[UUID]):
                       corrects: list[int], adjustments: dict[str, int], *,
                       expected: int | None = None) -> Result:
         """R-V2: a ruling on a settled round, moving money by compensating entries."""
+        _check_reason(reason, "R-V2")
         return self._play(request_id, actor, round_id, "record_ruling",
                           {"reason": reason, "corrects": corrects, "adjustments": adjustments},
                           lambda m, d: m.record_ruling(reason, corrects, adjustments),
@@ -412,16 +414,20 @@ class GameLedger(Application[UUID]):
                     account.post(round_id, moved.held, moved.available, memo, actor,
                                  request_id, now)
                 except InsufficientChips:
-                    if not any(isinstance(x, f.RoundVoided) for x in produced):
+                    voided = next((x for x in produced if isinstance(x, f.RoundVoided)), None)
+                    if voided is None:
                         raise
                     # R-X13 takes back what the round already paid (even money), which
                     # R-M3 cannot let go below zero: the chips must come back first.
-                    short = -moved.available - account.available
+                    paid, released = -voided.reversals.get(key, 0), voided.released.get(key, 0)
+                    less = (f", less the {released} it releases from stakes still held"
+                            if released else "")
                     raise InsufficientChips(
-                        f"Voiding takes back the {-moved.available} the round already paid "
-                        f"{account.owner}, who has {account.available} available: "
-                        f"{account.owner} must return {short} (a buy-in at the cashier) "
-                        "before the round can be voided.", "R-X13") from None
+                        f"Voiding takes back the {paid} the round already paid "
+                        f"{account.owner}{less}: {account.owner} has {account.available} "
+                        f"available and must return {-moved.available - account.available} "
+                        "(a buy-in at the cashier) before the round can be voided.",
+                        "R-X13") from None
                 touched.append(account)
             m = round_.machine
             result = {"round_id": str(round_id), "version": round_.version, "phase": m.phase,

@@ -203,19 +203,21 @@ def test_a_void_returns_every_chip_even_those_already_settled(make_ledger: MakeL
 def test_a_void_after_even_money_was_cashed_out_waits_for_the_chips_to_come_back(
         make_ledger: MakeLedger) -> None:
     # R-X13 takes the even money back; R-M3 lets no balance go below zero.
-    desk = Desk(make_ledger(SteeredShuffle("AS TH AD KS 7C")))
+    desk = Desk(make_ledger(SteeredShuffle("AS TH 9C AD KS 7C 8D")))
     app, r = desk.app, desk.round()
     desk.do("place_stake", r, "P1", 1, 100)
     desk.do("place_stake", r, "P2", 2, 60)
+    desk.do("place_stake", r, "P1", 3, 30)
     desk.do("deal", r)
     desk.do("even_money", r, "P1", 1)
-    app.cash_out(desk.rid(), "cashier", "P1", 1100)  # stake and win, straight to the cage
+    app.cash_out(desk.rid(), "cashier", "P1", 1070)  # all available, straight to the cage
     refusal = unchanged(app, lambda: app.void("v1", "manager", r, "wrong shoe"),
                         InsufficientChips, "R-X13")
-    assert "already paid P1, who has 0 available: P1 must return 100" in str(refusal)
-    app.buy_in(desk.rid(), "cashier", "P1", 100)
+    assert ("takes back the 100 the round already paid P1, less the 30 it releases from "
+            "stakes still held: P1 has 0 available and must return 70") in str(refusal)
+    app.buy_in(desk.rid(), "cashier", "P1", 70)
     app.void("v2", "manager", r, "wrong shoe")
-    assert desk.money()["P1"] == (0, 0)  # 1,000 in, 1,100 out, 100 in, the win of 100 back
+    assert desk.money()["P1"] == (0, 0)  # 1,000 in, 1,070 out, 70 in, the win of 100 back
     assert app.round_state(r)["phase"] == "voided"
 
 
@@ -228,6 +230,11 @@ def test_a_table_closed_or_its_rules_changed_records_a_real_reason(
               DecisionRefused, "R-H2")
     unchanged(app, lambda: app.change_rules("r", "manager", desk.table, CASINO_WILD,
                                             TableLimits(), reason), DecisionRefused, "R-S1")
+    # And a void's or a ruling's, whoever calls the ledger (the API checks them first).
+    r = desk.round()
+    unchanged(app, lambda: app.void("v", "manager", r, reason), DecisionRefused, "R-V1")
+    unchanged(app, lambda: app.record_ruling("g", "manager", r, reason, [1], {"P1": 5}),
+              DecisionRefused, "R-V2")
 
 
 def test_rules_under_a_presets_name_and_version_are_that_preset(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.replay_text import render
+from api.replay_text import render, sentence
 from ledger.application import GameLedger
 from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
@@ -56,3 +56,9 @@ def test_the_time_column_keeps_its_shape_on_a_whole_second() -> None:
                                    "timestamp": "2026-01-02T16:13:17.790123+00:00"}}
     assert render([whole])[0].split()[1] == "16:13:17.000"
     assert render([fraction])[0].split()[1] == "16:13:17.790"
+
+
+def test_a_ruling_names_the_versions_it_corrects() -> None:
+    line = sentence("RulingRecorded", {"reason": "short paid", "adjustments": {"P2": 5},
+                                       "corrects": [18, 19]})
+    assert line == "ruling: short paid (P2 +5; corrects v18, v19)"
