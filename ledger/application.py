@@ -39,7 +39,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -77,7 +77,7 @@ from ledger.money import net_movements
 from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits, preset_clash
 from ledger.sealing import SCHEME, ShoeSealer
-from ledger.shoe import Shoe, commitment, fresh_order, new_salt
+from ledger.shoe import Shoe, commitment, cut_position, fresh_order, new_salt
 from ledger.storage import LedgerRecorder, newest_with_topic
 from ledger.working_set import WorkingSet
 
@@ -215,10 +215,10 @@ class GameLedger(Application[UUID]):
             rules = table.rule_set()
             touched: list[Aggregate] = [table]
             shoe_id = table.shoe_id
-            if shoe_id is None or self._shoe_needs_replacing(shoe_id, rules):
+            why = "no shoe yet" if shoe_id is None else self._why_replace_shoe(shoe_id, rules)
+            if why is not None:
                 if shoe_id is not None:
-                    touched += self._retire_shoe(shoe_id, "cut card reached", actor,
-                                                 request_id)
+                    touched += self._retire_shoe(shoe_id, why, actor, request_id)
                 new_shoe = self._new_shoe(table, rules, actor, request_id)
                 touched.append(new_shoe)
                 shoe_id = new_shoe.id
@@ -726,10 +726,12 @@ class GameLedger(Application[UUID]):
         return StaleVersion(seen, now) if seen is not None else _conflict()
 
     def _now(self, *after: Aggregate) -> datetime:
-        """The clock's time, or the last recorded time of ``after`` if that is later: the
-        events of a table or a round never go back in time, even when the clocks of two
-        servers disagree a little."""
-        return max(self._clock(), *(aggregate.modified_on for aggregate in after))
+        """The clock's time, or just after the last recorded time of ``after`` if that is
+        not earlier: a table's or a round's commands are stamped in the order they were
+        recorded, each later than the one before, even when the clocks of two servers
+        disagree a little (the table/day report keys a table's openings by time)."""
+        return max(self._clock(),
+                   *(aggregate.modified_on + _TICK for aggregate in after))
 
     def _version(self, aggregate_id: UUID) -> int:
         events = list(self.recorder.select_events(aggregate_id, desc=True, limit=1))
@@ -816,10 +818,19 @@ class GameLedger(Application[UUID]):
                               f"play ({current.machine.phase}); settle or void it first.",
                               "R-V1")
 
-    def _shoe_needs_replacing(self, shoe_id: UUID, rules: RuleSet) -> bool:
+    def _why_replace_shoe(self, shoe_id: UUID, rules: RuleSet) -> str | None:
+        """Why a new round needs a new shoe (the reason its retirement records), if it does:
+        the cut card is out, or the rules now ask for another shoe (R-H4, R-S1)."""
         record = self._get(ShoeRecord, shoe_id, "shoe", fresh=True)  # read, not written
-        return (record.retired or record.cut_card_out or record.decks != rules.decks
-                or record.wild_cards != rules.wild_cards)
+        if record.retired:
+            return "already retired"
+        if record.cut_card_out:
+            return "cut card reached"
+        if (record.decks, record.wild_cards, record.cut) != (
+                rules.decks, rules.wild_cards, cut_position(record.size,
+                                                            rules.penetration_percent)):
+            return "the rules changed: decks, wild cards or penetration"
+        return None
 
     def _new_shoe(self, table: Table, rules: RuleSet, actor: str,
                   request_id: str) -> ShoeRecord:
@@ -827,7 +838,7 @@ class GameLedger(Application[UUID]):
         shoe_id = ids.shoe_id(table.id, shoe_no)
         order = fresh_order(rules.decks, rules.wild_cards, self._randbelow)
         salt = new_salt()
-        shoe = Shoe(order, cut=len(order) * rules.penetration_percent // 100)
+        shoe = Shoe(order, cut=cut_position(len(order), rules.penetration_percent))
         record = ShoeRecord._create(
             ShoeRecord.Created, id=shoe_id, timestamp=self._clock(), table_id=table.id,
             shoe_no=shoe_no, decks=rules.decks, wild_cards=rules.wild_cards, size=shoe.size,
@@ -901,6 +912,9 @@ class _ShoeDraw:
         card = self._shoe.draw()
         self.drawn += 1
         return card
+
+
+_TICK = timedelta(microseconds=1)  # the finest step of a recorded time
 
 
 def _conflict() -> Conflict:
