@@ -37,6 +37,7 @@ import hashlib
 import json
 import secrets
 import threading
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -131,6 +132,7 @@ class GameLedger(Application[UUID]):
                    limits: TableLimits | None = None, currency: str = "EUR") -> UUID:
         """Open a table under a rule set and its limits (R-S1, R-X15)."""
         _check_name("table name", name)
+        _check_new_name("table name", name)
         _check_currency(currency)
         _check_rule_set(rules)
         limits = limits or TableLimits()
@@ -242,6 +244,7 @@ class GameLedger(Application[UUID]):
     def open_account(self, request_id: str, actor: str, player: str,
                      currency: str = "EUR") -> UUID:
         _check_name("player id", player)
+        _check_new_name("player id", player)
         _check_currency(currency)
         account_id = ids.account_id(player)
 
@@ -999,6 +1002,16 @@ def _check_name(what: str, name: str) -> None:
             or not name.isprintable() or name != name.strip():
         raise BetRefused(f"A {what} is 1 to {NAME_MAX_CHARS} printable characters without "
                          "surrounding spaces.", "R-S1")
+
+
+def _check_new_name(what: str, name: str) -> None:
+    """A name given to something new is written one way only (Unicode NFC) and starts with a
+    character of its own: ids are made from names, and "Café" written two ways would name
+    two tables that look the same. (Checked where names are given, not where they are used:
+    a name recorded before stays usable.)"""
+    if unicodedata.normalize("NFC", name) != name or unicodedata.combining(name[0]):
+        raise BetRefused(f"A {what} is written in composed form (Unicode NFC) and does not "
+                         "start with an accent.", "R-S1")
 
 
 def _check_rule_set(rules: RuleSet) -> None:

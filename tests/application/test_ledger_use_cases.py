@@ -279,6 +279,15 @@ def test_a_rounds_events_never_go_back_in_time_when_the_clock_does() -> None:
     assert all(a < b for a, b in itertools.pairwise(table_stamps))
 
 
+@pytest.mark.parametrize("name", ["Cafe\u0301 1", "\u0301 Table"])
+def test_a_new_name_is_written_one_way_only(make_ledger: MakeLedger, name: str) -> None:
+    # Written composed and decomposed, "Café 1" would open two tables that look the same.
+    app = Desk(make_ledger()).app
+    unchanged(app, lambda: app.open_table("o", "boss", name, CASINO), BetRefused, "R-S1")
+    unchanged(app, lambda: app.open_account("a", "cashier", name), BetRefused, "R-S1")
+    app.open_table("o", "boss", "Caf\u00e9 1", CASINO)
+
+
 def test_rules_asking_for_another_shoe_start_the_next_round_on_one(
         make_ledger: MakeLedger) -> None:
     deep = CASINO.evolve(name="deep shoe", penetration_percent=90)
