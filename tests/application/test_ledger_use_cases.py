@@ -14,6 +14,7 @@ import pytest
 
 from ledger.aggregates import ids
 from ledger.aggregates.account import Account
+from ledger.aggregates.shoe import ShoeRecord
 from ledger.application import GameLedger
 from ledger.errors import (
     BetRefused,
@@ -300,7 +301,7 @@ def test_rules_asking_for_another_shoe_start_the_next_round_on_one(
                      deep.evolve(version=2, penetration_percent=50), TableLimits(), "shallower")
     second = desk.round()
     assert UUID(app.round_state(second)["shoe_id"]) != old
-    retired: list[Any] = [e for e in app.events.get(old) if type(e).__name__ == "Retired"]
+    retired = [e for e in app.events.get(old) if isinstance(e, ShoeRecord.Retired)]
     assert [e.reason for e in retired] == ["the rules changed: decks, wild cards or penetration"]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -132,6 +133,28 @@ def test_stored_events_refuse_update_delete_and_truncate(
             conn.execute(statement)
 
 
+@contextlib.contextmanager
+def behind_the_ledger(database: DatabaseSettings,
+                      env: dict[str, str]) -> Iterator[tuple[psycopg.Connection[Any], str]]:
+    """What a superuser could still do: a connection with the event table's triggers off,
+    and the table's name."""
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
+    with psycopg.connect(database.conninfo()) as conn:
+        conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+        yield conn, table
+        conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+
+
+def alter_buy_ins(conn: psycopg.Connection[Any], table: str, where: str = "TRUE",
+                  params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Turn the 1000 of the buy-ins ``where`` says into 9000, links left alone; the rows
+    altered (notification id, originator id and version, topic, state)."""
+    return conn.execute(
+        f"UPDATE {table} SET state = convert_to(replace(convert_from(state, 'UTF8'), '1000', "
+        f"'9000'), 'UTF8') WHERE topic = 'pitboss:Account.BoughtIn' AND {where} RETURNING "
+        "notification_id, originator_id, originator_version, topic, state", params).fetchall()
+
+
 def test_the_hash_chain_exposes_an_altered_event(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings,
         env: dict[str, str]) -> None:
@@ -141,14 +164,9 @@ def test_the_hash_chain_exposes_an_altered_event(
     assert report.intact
     assert report.rows == app.recorder.max_notification_id()
     assert (report.head_notification_id, report.head) == chain_head(app.recorder)  # type: ignore[arg-type]
-    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
-    with psycopg.connect(database.conninfo()) as conn:  # what a superuser could still do
-        conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
-        changed = conn.execute(
-            f"UPDATE {table} SET state = convert_to(replace(convert_from(state, 'UTF8'), "
-            "'1000', '9000'), 'UTF8') WHERE topic = 'pitboss:Account.BoughtIn'").rowcount
-        conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
-    assert changed == 2
+    with behind_the_ledger(database, env) as (conn, table):
+        changed = alter_buy_ins(conn, table)
+    assert len(changed) == 2
     tampered = verify_chain(app.recorder)  # type: ignore[arg-type]
     assert not tampered.intact
     assert "does not match the chain" in tampered.findings[0]
@@ -168,25 +186,21 @@ def test_an_event_altered_with_its_own_link_recomputed_is_found_at_the_next_one(
     open_round(app)
     recorder = app.recorder
     assert isinstance(recorder, LedgerRecorder)
-    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
-    with psycopg.connect(database.conninfo()) as conn:  # the chain has no key: anyone can
-        conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")  # recompute one link
-        target, = conn.execute(f"SELECT min(notification_id) FROM {table} "
-                               "WHERE topic = 'pitboss:Account.BoughtIn'").fetchone() or (0,)
+    with behind_the_ledger(database, env) as (conn, table):  # the chain has no key:
+        target, *rest = alter_buy_ins(  # anyone can recompute the link of the one altered
+            conn, table, f"notification_id = (SELECT min(notification_id) FROM {table} "
+            "WHERE topic = 'pitboss:Account.BoughtIn')")
         before = conn.execute(f"SELECT chain_hash FROM {table} WHERE notification_id < %s "
-                              "ORDER BY notification_id DESC LIMIT 1", (target,)).fetchone()
-        row = conn.execute(
-            f"UPDATE {table} SET state = convert_to(replace(convert_from(state, 'UTF8'), "
-            "'1000', '9000'), 'UTF8') WHERE notification_id = %s "
-            "RETURNING originator_id, originator_version, topic, state", (target,)).fetchone()
+                              "ORDER BY notification_id DESC LIMIT 1", (target[0],)).fetchone()
         assert before is not None
-        assert row is not None
+        assert rest == []
+        notification_id, originator_id, version, topic, state = target
         conn.execute(f"UPDATE {table} SET chain_hash = %s WHERE notification_id = %s",
-                     (link(bytes(before[0]), row[0], row[1], row[2], bytes(row[3])), target))
-        conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+                     (link(bytes(before[0]), originator_id, version, topic, bytes(state)),
+                      notification_id))
     report = verify_chain(recorder)
     assert not report.intact
-    assert report.head_notification_id > target  # found where the next link fails
+    assert report.head_notification_id > target[0]  # found where the next link fails
     assert "the event before it (its link recomputed), was altered" in report.findings[0]
 
 
@@ -198,14 +212,8 @@ def test_a_part_started_after_an_alteration_says_it_took_its_start_on_trust(
     recorder = app.recorder
     assert isinstance(recorder, LedgerRecorder)
     kept_at, kept = chain_head(recorder)
-    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
-    with psycopg.connect(database.conninfo()) as conn:  # an early event, its link left alone
-        conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
-        altered = conn.execute(
-            f"UPDATE {table} SET state = convert_to(replace(convert_from(state, 'UTF8'), "
-            "'1000', '9000'), 'UTF8') WHERE topic = 'pitboss:Account.BoughtIn' "
-            "RETURNING notification_id").fetchall()
-        conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+    with behind_the_ledger(database, env) as (conn, table):  # early events, links left alone
+        altered = alter_buy_ins(conn, table)
     first, last = min(row[0] for row in altered), max(row[0] for row in altered)
     part = verify_chain(recorder, after=last, expected_head=kept, expected_at=kept_at)
     assert part.intact  # intact from the start it took on trust...
@@ -225,11 +233,8 @@ def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
     assert isinstance(recorder, LedgerRecorder)
     kept_at, kept = chain_head(recorder)
     app.buy_in("later", "cashier", "P1", 50)  # the ledger goes on after the head was kept
-    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
-    with psycopg.connect(database.conninfo()) as conn:  # a superuser rewrites history...
-        conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
-        conn.execute(f"UPDATE {table} SET state = convert_to(replace(convert_from(state, "
-                     "'UTF8'), '1000', '9000'), 'UTF8') WHERE topic = 'pitboss:Account.BoughtIn'")
+    with behind_the_ledger(database, env) as (conn, table):  # a superuser rewrites history...
+        alter_buy_ins(conn, table)
         previous = GENESIS  # ...and every link after it, so the chain is whole again
         for row in conn.execute(f"SELECT notification_id, originator_id, originator_version, "
                                 f"topic, state FROM {table} ORDER BY notification_id"
@@ -237,7 +242,6 @@ def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
             previous = link(previous, row[1], row[2], row[3], bytes(row[4]))
             conn.execute(f"UPDATE {table} SET chain_hash = %s WHERE notification_id = %s",
                          (previous, row[0]))
-        conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
     assert verify_chain(recorder).intact  # the chain alone cannot tell
     report = verify_chain(recorder, expected_head=kept, expected_at=kept_at)
     assert len(report.findings) == 1
