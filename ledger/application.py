@@ -184,12 +184,12 @@ class GameLedger(Application[UUID]):
             table = self._get(Table, table_id, "table")
             if not table.open:
                 raise TableClosed(f"Table {table.name} is already closed.", "R-V1")
-            self._require_no_round_in_play(table)
+            last = self._last_round_ended(table)
             touched: list[Aggregate] = [table]
             if table.shoe_id is not None:
                 touched += self._retire_shoe(table.shoe_id, "table closed", actor, request_id)
             table.trigger_event(Table.Closed, reason=reason, actor=actor,
-                                request_id=request_id, timestamp=self._now(table))
+                                request_id=request_id, timestamp=self._now(table, *last))
             return {"table_id": str(table_id)}, touched
 
         self._run(request_id, actor, "close_table",
@@ -213,7 +213,7 @@ class GameLedger(Application[UUID]):
             table = self._get(Table, table_id, "table")
             if not table.open:
                 raise TableClosed(f"Table {table.name} is closed.", "R-S1")
-            self._require_no_round_in_play(table)
+            last = self._last_round_ended(table)
             rules = table.rule_set()
             touched: list[Aggregate] = [table]
             shoe_id = table.shoe_id
@@ -226,7 +226,7 @@ class GameLedger(Application[UUID]):
                 shoe_id = new_shoe.id
             round_no = table.round_count + 1
             round_id = ids.round_id(table_id, round_no)
-            now = self._now(table)
+            now = self._now(table, *last)
             round_ = Round._create(Round.Created, id=round_id, timestamp=now, table_id=table_id,
                                    round_no=round_no, shoe_id=shoe_id, rules=table.rules,
                                    rules_hash=table.rules_hash, limits=table.limits,
@@ -812,14 +812,17 @@ class GameLedger(Application[UUID]):
         except NotFound:
             raise _no_account(player) from None
 
-    def _require_no_round_in_play(self, table: Table) -> None:
+    def _last_round_ended(self, table: Table) -> tuple[Round, ...]:
+        """The table's last round, if it has one, refused if it is still in play: what comes
+        next at the table is stamped after it ended."""
         if table.round_id is None:
-            return
+            return ()
         current = self._get(Round, table.round_id, "round")
         if current.machine.phase not in (SETTLED, VOIDED):
             raise DealRefused(f"Round {current.round_no} at table {table.name} is still in "
                               f"play ({current.machine.phase}); settle or void it first.",
                               "R-V1")
+        return (current,)
 
     def _why_replace_shoe(self, shoe_id: UUID, rules: RuleSet) -> str | None:
         """Why a new round needs a new shoe (the reason its retirement records), if it does:

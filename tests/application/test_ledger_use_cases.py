@@ -15,6 +15,7 @@ import pytest
 from ledger.aggregates import ids
 from ledger.aggregates.account import Account
 from ledger.aggregates.shoe import ShoeRecord
+from ledger.aggregates.table import Table
 from ledger.application import GameLedger
 from ledger.errors import (
     BetRefused,
@@ -278,6 +279,12 @@ def test_a_rounds_events_never_go_back_in_time_when_the_clock_does() -> None:
     assert len(table_stamps) == 6  # opened, a shoe, a round, new rules, closed, reopened
     # Each later than the one before: the table/day report keys a table's openings by time.
     assert all(a < b for a, b in itertools.pairwise(table_stamps))
+    # And the table closed after its last round ended, the next round starts after that.
+    closed = next(e for e in table_events if isinstance(e, Table.Closed))
+    assert closed.timestamp > stamps[-1]
+    now[0] -= timedelta(seconds=1)
+    after = desk.round()
+    assert datetime.fromisoformat(app.round_events(after)[0]["timestamp"]) > stamps[-1]
 
 
 @pytest.mark.parametrize("name", ["Cafe\u0301 1", "\u0301 Table"])
