@@ -538,9 +538,10 @@ class RoundMachine:
             raise DecisionRefused(f"A ruling needs a reason of 1 to {REASON_MAX_CHARS} "
                                   "characters.", "R-V2")
         last = self.facts + 1
-        if not corrects or any(type(v) is not int or not 1 <= v <= last for v in corrects):
-            raise DecisionRefused(f"A ruling must name the event versions it corrects, from 1 "
-                                  f"to {last}, the round's events so far.", "R-V2")
+        if not corrects or any(type(v) is not int or not 1 <= v <= last for v in corrects) \
+                or len(set(corrects)) != len(corrects):
+            raise DecisionRefused(f"A ruling must name the event versions it corrects, each "
+                                  f"once, from 1 to {last}, the round's events so far.", "R-V2")
         if not adjustments or any(type(a) is not int or a == 0 or abs(a) > AMOUNT_MAX
                                   for a in adjustments.values()):
             raise DecisionRefused(f"A ruling must move a non-zero whole amount, at most "

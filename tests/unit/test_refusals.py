@@ -701,7 +701,7 @@ def test_a_ruling_without_a_reason_is_refused(reason: str) -> None:
             match="needs a reason")
 
 
-@pytest.mark.parametrize("corrects", [[], [0], [-1], [True], ["5"]])
+@pytest.mark.parametrize("corrects", [[], [0], [-1], [True], ["5"], [5, 5]])
 def test_a_ruling_that_names_no_valid_event_is_refused(corrects: list[Any]) -> None:
     r = settled_round()
     refused(r, DecisionRefused, "R-V2",
