@@ -23,6 +23,7 @@ from projections.settings import (
     DAY_MAX,
     DAY_MIN,
     DAY_RANGE_MAX_DAYS,
+    HOUSE_PAGE_MAX,
     ROUNDS_PAGE_MAX,
 )
 
@@ -63,6 +64,11 @@ class SearchRoundsQuerySchema(Schema):
 class BalancesQuerySchema(Schema):
     player = _player()
     limit = page_limit(100, BALANCES_PAGE_MAX)
+    cursor = _cursor()
+
+
+class HouseQuerySchema(Schema):
+    limit = page_limit(100, HOUSE_PAGE_MAX)
     cursor = _cursor()
 
 
@@ -145,6 +151,11 @@ class HouseResultSchema(Out):
     last_notification_id = fields.Integer(required=True, allow_none=True)
 
 
+class HousePageSchema(Out):
+    items = fields.List(fields.Nested(HouseResultSchema), required=True)
+    next_cursor = fields.String(required=True, allow_none=True)
+
+
 class TableDaySchema(Out):
     table_id = fields.String(required=True)
     table_name = fields.String(required=True, allow_none=True)
@@ -203,10 +214,12 @@ def check_balances() -> dict[str, Any]:
 
 @blp.route("/house", methods=["GET"])
 @guard(blp, *AUDITORS)
-@blp.response(200, HouseResultSchema(many=True))
-def house_results() -> list[dict[str, Any]]:
-    """Each table's house result: what the house has won (negative: lost)."""
-    result: list[dict[str, Any]] = services().read_models().house_results()
+@blp.arguments(HouseQuerySchema(), location="query", unknown="raise")
+@blp.response(200, HousePageSchema)
+def house_results(query: dict[str, Any]) -> dict[str, Any]:
+    """Each table's house result, in table name order: what the house has won (negative:
+    lost); a page at a time (pass next_cursor as cursor)."""
+    result: dict[str, Any] = services().read_models().house_results(**query)
     return result
 
 

@@ -63,6 +63,9 @@ class BalancesView(View):
             SQL("CREATE TABLE IF NOT EXISTS {} ("
                 "table_id uuid PRIMARY KEY, name text NOT NULL, currency text NOT NULL, "
                 "house_account_id uuid NOT NULL UNIQUE)").format(tables),
+            # Pages of house results in table name order.
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (name, table_id)").format(
+                Identifier(self.name_of("tables") + "_name"), tables),
         ]
 
 

@@ -2,10 +2,9 @@
 
 Every query runs in a read-only, repeatable-read transaction with a statement timeout
 (``PITBOSS_QUERY_STATEMENT_TIMEOUT_MS``, default 5000), and every argument is checked first.
-Rounds and balances come a page of a bounded size at a time, with a keyset cursor (never
-OFFSET). The other lists are not paged: the house results are one list capped at
-``HOUSE_RESULTS_MAX`` tables (10,000), a table's day report covers at most
-``DAY_RANGE_MAX_DAYS`` days (366), and the positions are one row per projection. The balance
+Rounds, balances and the house results come a page of a bounded size at a time, with a
+keyset cursor (never OFFSET). The other lists are not paged: a table's day report covers at
+most ``DAY_RANGE_MAX_DAYS`` days (366), and the positions are one row per projection. The balance
 check is the exception to the first rule: it reads the view in keyset pages of its own, in
 plain transactions without the statement timeout, and returns all of its findings at once.
 A bad argument raises :class:`~ledger.errors.DecisionRefused` (a search too broad for the
@@ -48,7 +47,7 @@ from projections.settings import (
     DAY_MAX,
     DAY_MIN,
     DAY_RANGE_MAX_DAYS,
-    HOUSE_RESULTS_MAX,
+    HOUSE_PAGE_MAX,
     ROUNDS_PAGE_MAX,
     GamingDay,
     statement_timeout_ms,
@@ -230,20 +229,31 @@ class ReadModels:
                                                       str(page[-1]["account_id"])])
         return {"items": [_balance_json(row) for row in page], "next_cursor": next_cursor}
 
-    def house_results(self) -> list[dict[str, Any]]:
-        """Each table's house account: its result is what the house has won (negative: lost)."""
+    def house_results(self, *, limit: int = 100, cursor: str | None = None) -> dict[str, Any]:
+        """Each table's house account, in table name order: its result is what the house has
+        won (negative: lost)."""
+        _check_limit(limit, HOUSE_PAGE_MAX, "tables")
+        after = _decode_cursor(cursor, "house", _balance_key) if cursor is not None else None
         statement = SQL(
             "SELECT t.table_id, t.name, t.currency, t.house_account_id, a.available, a.version, "
             "a.last_notification_id FROM {} AS t LEFT JOIN {} AS a "
-            "ON a.account_id = t.house_account_id ORDER BY t.name, t.table_id LIMIT %s").format(
-            self._balances.qualified("tables"), self._balances.qualified("accounts"))
+            "ON a.account_id = t.house_account_id {} ORDER BY t.name, t.table_id LIMIT %s"
+            ).format(self._balances.qualified("tables"), self._balances.qualified("accounts"),
+                     SQL("" if after is None else "WHERE (t.name, t.table_id) > (%s, %s)"))
         with self._read() as curs:
-            curs.execute(statement, (HOUSE_RESULTS_MAX,))
+            curs.execute(statement, [*(after or []), limit + 1])
             rows = curs.fetchall()
-        return [{"table_id": str(row["table_id"]), "table_name": row["name"],
-                 "currency": row["currency"], "house_account_id": str(row["house_account_id"]),
-                 "result": row["available"] or 0, "version": row["version"] or 0,
-                 "last_notification_id": row["last_notification_id"]} for row in rows]
+        page = rows[:limit]
+        next_cursor = None
+        if len(rows) > limit:
+            next_cursor = _encode_cursor("house", [page[-1]["name"], str(page[-1]["table_id"])])
+        return {"items": [{"table_id": str(row["table_id"]), "table_name": row["name"],
+                           "currency": row["currency"],
+                           "house_account_id": str(row["house_account_id"]),
+                           "result": row["available"] or 0, "version": row["version"] or 0,
+                           "last_notification_id": row["last_notification_id"]}
+                          for row in page],
+                "next_cursor": next_cursor}
 
     def check_balances(self, ledger: GameLedger) -> list[str]:
         """Every projected balance against the ledger's account aggregate; findings, if any."""

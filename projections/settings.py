@@ -33,8 +33,8 @@ POLL_INTERVAL_MAX_S: Final = 60.0
 # Reads: page sizes, ranges and the time a query may take.
 ROUNDS_PAGE_MAX: Final = 200
 BALANCES_PAGE_MAX: Final = 500
+HOUSE_PAGE_MAX: Final = 500
 DAY_RANGE_MAX_DAYS: Final = 366
-HOUSE_RESULTS_MAX: Final = 10_000
 # A cursor is its list's name and the last row's key, as UTF-8 JSON in base64. The longest key
 # is a house account's: "house:" and a table name of up to 64 characters (4 bytes each at
 # most), then a UUID; about 320 bytes, 430 characters in base64.

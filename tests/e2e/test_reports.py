@@ -67,8 +67,9 @@ def test_balances_house_results_and_the_balance_check_agree_with_the_ledger(play
     assert {"P1", "P2"} <= {b["owner"] for b in everyone}
     house = http.ok(http.get("/audit/house"))
     ledger_house = http.ok(http.get(f"/audit/tables/{desk.table}/house"))
-    assert [(h["table_id"], h["result"]) for h in house] == [(desk.table,
-                                                              ledger_house["available"])]
+    assert [(h["table_id"], h["result"]) for h in house["items"]] == [
+        (desk.table, ledger_house["available"])]
+    assert house["next_cursor"] is None
     assert http.ok(http.get("/audit/balances/check")) == {"ok": True, "findings": []}
 
 
@@ -145,14 +146,16 @@ def test_balances_page_through_owners_with_the_longest_names_in_any_script(make_
         http.ok(http.post("/tables", {"name": name, "preset": "casino"}), 201)
     owners = ["a" * 64, *(f"house:{name}" for name in tables)]
     catch_up(app)
-    seen, cursor = [], None
-    while True:
-        page = http.ok(http.get("/audit/balances", limit="1",
-                                **({} if cursor is None else {"cursor": cursor})))
-        seen += [item["owner"] for item in page["items"]]
-        if (cursor := page["next_cursor"]) is None:
-            break
-    assert sorted(seen) == sorted(owners)
+    for path, key, expected in (("/audit/balances", "owner", owners),
+                                ("/audit/house", "table_name", tables)):
+        seen, cursor = [], None
+        while True:
+            page = http.ok(http.get(path, limit="1",
+                                    **({} if cursor is None else {"cursor": cursor})))
+            seen += [item[key] for item in page["items"]]
+            if (cursor := page["next_cursor"]) is None:
+                break
+        assert sorted(seen) == sorted(expected)
 
 
 def test_a_cursor_of_one_list_is_refused_by_another(played):
@@ -163,4 +166,6 @@ def test_a_cursor_of_one_list_is_refused_by_another(played):
     assert "cursor" in problem_of(http.get("/audit/balances", cursor=rounds_cursor),
                                   422)["detail"]
     assert "cursor" in problem_of(http.get("/audit/rounds", cursor=balances_cursor),
+                                  422)["detail"]
+    assert "cursor" in problem_of(http.get("/audit/house", cursor=balances_cursor),
                                   422)["detail"]

@@ -199,10 +199,14 @@ def test_balances_and_house_results_agree_with_the_ledger(
         (row,) = reads.balances(player=player)["items"]
         assert {k: row[k] for k in ("available", "held", "total")} == {
             k: ledger.balance(player)[k] for k in ("available", "held", "total")}
-    houses = {UUID(h["table_id"]): h for h in reads.house_results()}
+    houses = {UUID(h["table_id"]): h for h in reads.house_results()["items"]}
     assert set(houses) == {floor.wild_table, floor.main_table}
     for table_id, house in houses.items():
         assert house["result"] == ledger.house(table_id)["available"]
+    first = reads.house_results(limit=1)
+    rest = reads.house_results(limit=1, cursor=first["next_cursor"])
+    assert [h["table_name"] for h in first["items"] + rest["items"]] == ["Main", "Wild"]
+    assert rest["next_cursor"] is None
     pages, cursor = [], None
     while True:
         page = reads.balances(limit=2, cursor=cursor)
@@ -321,6 +325,8 @@ def test_an_event_skipped_by_the_reader_stops_the_projection_loudly(env: Env, na
     (lambda m: m.search_rounds(prize="yes"), "prize filter"),
     (lambda m: m.balances(limit=501), "A page holds 1 to 500 accounts"),
     (lambda m: m.balances(cursor="e30"), "cursor"),
+    (lambda m: m.house_results(limit=501), "A page holds 1 to 500 tables"),
+    (lambda m: m.house_results(cursor="e30"), "cursor"),
     (lambda m: m.table_day_report(uuid4(), date(2025, 1, 1), date(2026, 1, 2)),
      "at most 366 days"),
     (lambda m: m.table_day_report(uuid4(), date(2025, 1, 2), date(2025, 1, 1)),
