@@ -10,7 +10,11 @@ finding (an empty list when all agree):
 * an account event at or before the projection's position that the row has not applied
   (a skipped event);
 * an account opened at or before the position that has no row (a skipped opening);
-* a row for an account the ledger does not have.
+* a row for an account the ledger does not have;
+* a currency in which all balances together, the houses' included, differ from the chips
+  bought in less those cashed out (R-M4): a posting without its counterpart, which every row
+  agreeing with its own account would not reveal. The projection commits whole saves only
+  (:func:`projections.engine._whole_saves`), so this holds at every position it reaches.
 
 When the projection has caught up, "at its version" is the latest version, so this is the same
 comparison as ``GameLedger.balance(player)`` and ``GameLedger.house(table_id)``.
@@ -41,7 +45,7 @@ def check_balances(view: BalancesView, ledger: GameLedger) -> list[str]:
         return ["the ledger given is not stored in PostgreSQL; nothing to compare with"]
     events = Identifier(recorder.datastore.schema, recorder.events_table_name)
     position = view.position()
-    findings: list[str] = []
+    findings = _unconserved(view)
     after = UUID(int=0)
     while True:
         with view.datastore.transaction(commit=False) as curs:
@@ -56,6 +60,22 @@ def check_balances(view: BalancesView, ledger: GameLedger) -> list[str]:
         findings += _unapplied(recorder, events, rows, position)
     findings += _missing(view, recorder, events, position)
     return findings
+
+
+def _unconserved(view: BalancesView) -> list[str]:
+    """R-M4 over the whole view, per currency, in one statement (one snapshot)."""
+    with view.datastore.transaction(commit=False) as curs:
+        curs.execute(SQL("SELECT currency, sum(available + held) AS chips, "
+                         "sum(bought_in - cashed_out) AS net, max(last_notification_id) AS at "
+                         "FROM {} GROUP BY currency HAVING sum(available + held) <> "
+                         "sum(bought_in - cashed_out) ORDER BY currency").format(
+                             view.qualified("accounts")))
+        rows = curs.fetchall()
+    return [f"R-M4: in {row['currency']}, every balance together, the houses' included, comes "
+            f"to {row['chips']}, but the chips bought in less those cashed out are {row['net']}: "
+            f"{abs(row['chips'] - row['net'])} chips "
+            f"{'appeared' if row['chips'] > row['net'] else 'vanished'} (events up to "
+            f"notification {row['at']})" for row in rows]
 
 
 def _describe(row: dict[str, Any]) -> str:

@@ -36,6 +36,7 @@ from eventsourcing.utils import Environment, strtobool
 from psycopg.errors import UndefinedTable
 from psycopg.sql import SQL, Identifier, Literal
 
+from ledger.aggregates.receipt import Receipt
 from ledger.application import GameLedger
 from projections.balances import BalancesProjection
 from projections.base import LEDGER_APP, NEXT, BatchProjection, Curs, Item, View, table_exists
@@ -54,6 +55,7 @@ PROJECTION_CLASSES: tuple[type[BatchProjection[Any]], ...] = (
 NAMES = tuple(cls.name for cls in PROJECTION_CLASSES)
 READER_DEFAULTS = {"LEDGER_POSTGRES_POOL_SIZE": "1", "LEDGER_POSTGRES_MAX_OVERFLOW": "2"}
 T = TypeVar("T")
+SAVE_EVENTS_MAX = 1000  # far more than one request saves (a round's settlement: about 20)
 # Creating tables concurrently (two workers starting, a worker and the API) can deadlock in the
 # catalog; the read side serializes its DDL on this advisory lock.
 DDL_LOCK_KEY = 0x70697462_6F737331  # "pitboss1"
@@ -194,22 +196,41 @@ class Engine:
     def position(self, name: str) -> int:
         return self._positions[name]
 
-    def step(self, batch_size: int) -> int:
-        """Read one page after the lowest position and apply it; the page's length."""
+    def step(self, batch_size: int) -> tuple[int, bool]:
+        """Read a page after the lowest position and apply it; the events applied, and whether
+        the log went on past them (false: the head was reached).
+
+        A page ends with the last whole save in it. A save's events have consecutive ids and
+        end with the request's receipt, so every view commits whole saves only: the chips a
+        settlement moves between a player and the house are never counted half (R-M4 holds at
+        every position). A save longer than the batch is read on to its end (events without
+        receipts, not the ledger's, are taken as they come, ``SAVE_EVENTS_MAX`` past the
+        batch at most)."""
         check_batch_size(batch_size)
-        page = self.reader.page(min(self._positions.values()), batch_size)
+        page = list(self.reader.page(min(self._positions.values()), batch_size))
+        more = len(page) == batch_size  # a short page ends at the head, after a whole save
+        if more:
+            end = _last_receipt(page)
+            while end is None and more and len(page) < batch_size + SAVE_EVENTS_MAX:
+                extra = self.reader.page(page[-1].id, batch_size)
+                more = len(extra) == batch_size
+                page += extra
+                end = _last_receipt(page)
+            if end is not None:
+                more = more or end < len(page) - 1
+                page = page[:end + 1]
         if not page:
-            return 0
-        end = page[-1].id
+            return 0, False
+        last = page[-1].id
         decoded: dict[int, Any] = {}
         for projection in self.projections:
             at = self._positions[projection.name]
-            if at >= end:
+            if at >= last:
                 continue
             items = self._items(projection, page, at, decoded)
-            projection.process_batch(items, at, end)
-            self._positions[projection.name] = end
-        return len(page)
+            projection.process_batch(items, at, last)
+            self._positions[projection.name] = last
+        return len(page), more
 
     def _items(self, projection: BatchProjection[Any], page: Sequence[Notification], at: int,
                decoded: dict[int, Any]) -> list[Item]:
@@ -235,11 +256,11 @@ class Engine:
         is told the events read so far after each page."""
         read = 0
         while not is_stopping():
-            n = self.step(batch_size)
+            n, more = self.step(batch_size)
             read += n
             if on_page is not None:
                 on_page(read)
-            if n < batch_size:
+            if not more:
                 break
         return read
 
@@ -258,6 +279,11 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _last_receipt(page: Sequence[Notification]) -> int | None:
+    return next((i for i in range(len(page) - 1, -1, -1)
+                 if page[i].topic == Receipt.Created.TOPIC), None)
 
 
 def lag_report(curs: Curs, events_table: Identifier, views: Sequence[tuple[str, View]]

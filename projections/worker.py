@@ -65,7 +65,7 @@ def _loop(engine: Engine, waker: Waker, stop: threading.Event, batch_size: int,
     read = 0
     while not stop.is_set():
         try:
-            n = engine.step(batch_size)
+            n, more = engine.step(batch_size)
             backoff = BACKOFF_MIN_S
         except TrackingConflict as conflict:
             log.warning("%s: another worker or a rebuild moved it; reading the positions "
@@ -85,7 +85,7 @@ def _loop(engine: Engine, waker: Waker, stop: threading.Event, batch_size: int,
                 _log_positions(engine, log, f"projected {read} events in the last "
                                             f"{now - reported:.0f} s")
             reported, read = now, 0
-        if n < batch_size:
+        if not more:
             waker.wait(poll_interval_s, stop)
 
 
