@@ -492,7 +492,7 @@ def run(args: argparse.Namespace) -> None:
             reads = ReadModels(env)
             ledger = GameLedger(env=env)
             try:
-                findings = reads.check_balances(ledger)
+                findings = reads.check_balances(ledger)["findings"]
                 accounts = len(reads.balances(limit=500)["items"])
             finally:
                 ledger.close()

@@ -14,7 +14,10 @@ finding (an empty list when all agree):
 * a currency in which all balances together, the houses' included, differ from the chips
   bought in less those cashed out (R-M4): a posting without its counterpart, which every row
   agreeing with its own account would not reveal. The projection commits whole saves only
-  (:func:`projections.engine._whole_saves`), so this holds at every position it reaches.
+  (:meth:`projections.engine.Engine.step`), so this holds at every position it reaches.
+
+The check goes in parts (:func:`check_part`), each a bounded amount of work, so that a casino of
+any size can be checked a request at a time.
 
 When the projection has caught up, "at its version" is the latest version, so this is the same
 comparison as ``GameLedger.balance(player)`` and ``GameLedger.house(table_id)``.
@@ -22,6 +25,7 @@ comparison as ``GameLedger.balance(player)`` and ``GameLedger.house(table_id)``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -39,27 +43,47 @@ FIGURES = ("owner", "kind", "currency", "available", "held", "bought_in", "cashe
 _SELECTED = SQL(", ").join(Identifier(name) for name in ("account_id", *FIGURES, "version"))
 
 
-def check_balances(view: BalancesView, ledger: GameLedger) -> list[str]:
+ACCOUNTS, OPENINGS = "accounts", "openings"
+Part = tuple[str, str]  # where a part of the check starts: the phase, and the key it goes on after
+
+
+@dataclass(frozen=True)
+class CheckedPart:
+    findings: list[str]
+    accounts: int  # rows compared with their accounts
+    events: int  # ids of the ledger's log scanned for account openings
+    next: Part | None  # where the check goes on; None once it is complete
+
+
+def check_part(view: BalancesView, ledger: GameLedger, part: Part | None) -> CheckedPart:
+    """One part of the check, from ``part`` (None: the start). The first part sums the whole
+    view (R-M4) and compares the first ``CHECK_PAGE_ROWS`` rows; the next ones compare the
+    rows after them in account id order, then scan the ledger's log ``CHECK_SCAN_IDS`` ids at
+    a time for openings without a row, up to the projection's position."""
     recorder = ledger.recorder
     if not isinstance(recorder, PostgresApplicationRecorder):
-        return ["the ledger given is not stored in PostgreSQL; nothing to compare with"]
+        return CheckedPart(["the ledger given is not stored in PostgreSQL; nothing to compare "
+                            "with"], 0, 0, None)
     events = Identifier(recorder.datastore.schema, recorder.events_table_name)
     position = view.position()
-    findings = _unconserved(view)
-    after = UUID(int=0)
-    while True:
-        with view.datastore.transaction(commit=False) as curs:
-            curs.execute(SQL("SELECT {} FROM {} WHERE account_id > %s ORDER BY account_id "
-                             "LIMIT %s").format(_SELECTED, view.qualified("accounts")),
-                         (after, CHECK_PAGE_ROWS))
-            rows = curs.fetchall()
-        if not rows:
-            break
-        after = rows[-1]["account_id"]
-        findings += [f for row in rows for f in _compare(row, ledger)]
+    phase, after = part or (ACCOUNTS, str(UUID(int=0)))
+    if phase == OPENINGS:
+        low = int(after)
+        high = min(low + CHECK_SCAN_IDS, position)
+        return CheckedPart(_missing(view, recorder, events, low, high, position), 0,
+                           max(high - low, 0), (OPENINGS, str(high)) if high < position else None)
+    findings = _unconserved(view) if part is None else []
+    with view.datastore.transaction(commit=False) as curs:
+        curs.execute(SQL("SELECT {} FROM {} WHERE account_id > %s ORDER BY account_id "
+                         "LIMIT %s").format(_SELECTED, view.qualified("accounts")),
+                     (UUID(after), CHECK_PAGE_ROWS))
+        rows = curs.fetchall()
+    findings += [f for row in rows for f in _compare(row, ledger)]
+    if rows:
         findings += _unapplied(recorder, events, rows, position)
-    findings += _missing(view, recorder, events, position)
-    return findings
+    if len(rows) == CHECK_PAGE_ROWS:
+        return CheckedPart(findings, len(rows), 0, (ACCOUNTS, str(rows[-1]["account_id"])))
+    return CheckedPart(findings, len(rows), 0, (OPENINGS, "0") if position > 0 else None)
 
 
 def _unconserved(view: BalancesView) -> list[str]:
@@ -117,24 +141,20 @@ def _unapplied(recorder: PostgresApplicationRecorder, events: Identifier,
 
 
 def _missing(view: BalancesView, recorder: PostgresApplicationRecorder, events: Identifier,
-             position: int) -> list[str]:
-    """Accounts opened at or before ``position`` without a row."""
-    findings = []
-    for low in range(0, position, CHECK_SCAN_IDS):
-        high = min(low + CHECK_SCAN_IDS, position)
-        with recorder.datastore.transaction(commit=False) as curs:
-            curs.execute(SQL("SELECT originator_id, notification_id FROM {} WHERE topic = %s "
-                             "AND notification_id > %s AND notification_id <= %s").format(events),
-                         (Account.Created.TOPIC, low, high))
-            opened = {row["originator_id"]: row["notification_id"] for row in curs.fetchall()}
-        if not opened:
-            continue
-        with view.datastore.transaction(commit=False) as curs:
-            curs.execute(SQL("SELECT account_id FROM {} WHERE account_id = ANY(%s)").format(
-                view.qualified("accounts")), (list(opened),))
-            present = {row["account_id"] for row in curs.fetchall()}
-        findings += [f"account {account_id}: opened at notification {n}, at or before the "
-                     f"projection's position {position}, but has no row"
-                     for account_id, n in sorted(opened.items(), key=lambda kv: kv[1])
-                     if account_id not in present]
-    return findings
+             low: int, high: int, position: int) -> list[str]:
+    """Accounts opened after ``low`` and at or before ``high`` without a row."""
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute(SQL("SELECT originator_id, notification_id FROM {} WHERE topic = %s "
+                         "AND notification_id > %s AND notification_id <= %s").format(events),
+                     (Account.Created.TOPIC, low, high))
+        opened = {row["originator_id"]: row["notification_id"] for row in curs.fetchall()}
+    if not opened:
+        return []
+    with view.datastore.transaction(commit=False) as curs:
+        curs.execute(SQL("SELECT account_id FROM {} WHERE account_id = ANY(%s)").format(
+            view.qualified("accounts")), (list(opened),))
+        present = {row["account_id"] for row in curs.fetchall()}
+    return [f"account {account_id}: opened at notification {n}, at or before the "
+            f"projection's position {position}, but has no row"
+            for account_id, n in sorted(opened.items(), key=lambda kv: kv[1])
+            if account_id not in present]

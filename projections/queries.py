@@ -5,8 +5,9 @@ Every query runs in a read-only, repeatable-read transaction with a statement ti
 Rounds, balances and the house results come a page of a bounded size at a time, with a
 keyset cursor (never OFFSET). The other lists are not paged: a table's day report covers at
 most ``DAY_RANGE_MAX_DAYS`` days (366), and the positions are one row per projection. The balance
-check is the exception to the first rule: it reads the view in keyset pages of its own, in
-plain transactions without the statement timeout, and returns all of its findings at once.
+check is the exception to the first rule: it goes in parts of bounded work, in plain
+transactions without the statement timeout, for as long as it is given, and says where to go on
+(a cursor).
 A bad argument raises :class:`~ledger.errors.DecisionRefused` (a search too broad for the
 timeout, :class:`QueryTooBroad`, is one) and an unknown table
 :class:`~ledger.errors.NotFound`, each with a sentence for the person who asked. Results are
@@ -19,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
@@ -33,7 +35,7 @@ from ledger.application import NAME_MAX_CHARS
 from ledger.errors import DecisionRefused, InvariantBroken, NotFound
 from projections.balances import BalancesView
 from projections.base import Curs, View
-from projections.checks import check_balances
+from projections.checks import ACCOUNTS, OPENINGS, Part, check_part
 from projections.engine import (
     ddl_lock,
     lag_report,
@@ -43,6 +45,7 @@ from projections.engine import (
 from projections.rounds import FLAGS, STATUSES, RoundIndexView
 from projections.settings import (
     BALANCES_PAGE_MAX,
+    CHECK_FINDINGS_MAX,
     CURSOR_MAX_CHARS,
     DAY_MAX,
     DAY_MIN,
@@ -255,9 +258,36 @@ class ReadModels:
                           for row in page],
                 "next_cursor": next_cursor}
 
-    def check_balances(self, ledger: GameLedger) -> list[str]:
-        """Every projected balance against the ledger's account aggregate; findings, if any."""
-        return check_balances(self._balances, ledger)
+    def check_balances(self, ledger: GameLedger, *, cursor: str | None = None,
+                       budget_s: float | None = None) -> dict[str, Any]:
+        """Every projected balance against the ledger's account aggregate, and R-M4 over the
+        view: the findings, if any. Parts of the check follow one another from ``cursor`` (None:
+        the start) until it is complete, ``budget_s`` seconds have passed (None: no limit), or
+        ``CHECK_FINDINGS_MAX`` findings are in hand; ``next_cursor`` goes on from there."""
+        part: Part | None = None
+        if cursor is not None:
+            phase, after = _decode_cursor(cursor, "balance-check", _part_key)
+            part = (phase, after)
+        findings: list[str] = []
+        accounts = events = 0
+        started = time.monotonic()
+        while True:
+            checked = check_part(self._balances, ledger, part)
+            findings += checked.findings
+            accounts += checked.accounts
+            events += checked.events
+            part = checked.next
+            if part is None or len(findings) >= CHECK_FINDINGS_MAX or (
+                    budget_s is not None and time.monotonic() - started >= budget_s):
+                break
+        if len(findings) > CHECK_FINDINGS_MAX:
+            more = len(findings) - CHECK_FINDINGS_MAX
+            findings = [*findings[:CHECK_FINDINGS_MAX],
+                        f"and {more} more findings in the part checked, not listed"]
+        return {"ok": not findings, "findings": findings, "complete": part is None,
+                "accounts_checked": accounts, "events_scanned": events,
+                "next_cursor": None if part is None else _encode_cursor("balance-check",
+                                                                        list(part))}
 
     # ----------------------------------------------------------- table / day
 
@@ -373,6 +403,15 @@ def _round_key(key: list[str]) -> list[Any]:
 
 def _balance_key(key: list[str]) -> list[Any]:
     return [key[0], UUID(key[1])]
+
+
+def _part_key(key: list[str]) -> list[Any]:
+    phase, after = key
+    if phase == ACCOUNTS:
+        return [phase, str(UUID(after))]
+    if phase != OPENINGS or not after.isascii() or not after.isdigit() or len(after) > 19:
+        raise ValueError(key)
+    return [phase, str(int(after))]
 
 
 def _iso(at: datetime | None) -> str | None:

@@ -43,9 +43,12 @@ STATEMENT_TIMEOUT_MS_DEFAULT: Final = 5000
 STATEMENT_TIMEOUT_MS_RANGE: Final = (100, 600_000)
 # Lag is counted exactly up to this many events; beyond it, head minus position is reported.
 LAG_COUNT_MAX: Final = 100_000
-# The balance check reads the ledger's account-opening events this many ids at a time.
+# The balance check, a part at a time: this many rows compared, or this many ids of the ledger's
+# log scanned for account openings; one answer lists this many findings at most.
 CHECK_SCAN_IDS: Final = 1_000_000
 CHECK_PAGE_ROWS: Final = 500
+CHECK_FINDINGS_MAX: Final = 1000
+CHECK_BUDGET_S: Final = 5.0  # per request of the audit API, well inside gunicorn's timeout
 # The projections' own connection pool, unless PROJECTIONS_POSTGRES_POOL_SIZE etc. say otherwise.
 POOL_DEFAULTS: Final = {"PROJECTIONS_POSTGRES_POOL_SIZE": "2",
                         "PROJECTIONS_POSTGRES_MAX_OVERFLOW": "4"}

@@ -70,7 +70,12 @@ def test_balances_house_results_and_the_balance_check_agree_with_the_ledger(play
     assert [(h["table_id"], h["result"]) for h in house["items"]] == [
         (desk.table, ledger_house["available"])]
     assert house["next_cursor"] is None
-    assert http.ok(http.get("/audit/balances/check")) == {"ok": True, "findings": []}
+    check = http.ok(http.get("/audit/balances/check"))
+    assert {k: check[k] for k in ("ok", "findings", "complete", "next_cursor")} == {
+        "ok": True, "findings": [], "complete": True, "next_cursor": None}
+    assert check["accounts_checked"] >= 3  # P1, P2 and the house at least
+    assert "cursor" in problem_of(http.get("/audit/balances/check", cursor="W10"),
+                                  422)["errors"]
 
 
 def test_a_table_day_report_and_the_projection_lag(played):

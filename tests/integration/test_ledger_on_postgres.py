@@ -333,6 +333,6 @@ def test_an_altered_account_snapshot_shows_in_the_balance_check(
     with Engine(env) as engine:
         engine.catch_up(1000)
     with ReadModels(env) as reads:
-        findings = reads.check_balances(fresh)
+        findings = reads.check_balances(fresh)["findings"]
     assert len(findings) == 1
     assert "P1" in findings[0]

@@ -13,6 +13,7 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 
+import projections.checks
 from api.database import DatabaseSettings
 from ledger.aggregates.account import Account
 from ledger.aggregates.ids import account_id, receipt_id
@@ -217,7 +218,7 @@ def test_balances_and_house_results_agree_with_the_ledger(
         if (cursor := page["next_cursor"]) is None:
             break
     assert pages == ["P1", "P2", "P3", "house:Main", "house:Wild"]
-    assert reads.check_balances(ledger) == []
+    assert reads.check_balances(ledger)["findings"] == []
 
 
 def test_the_balance_check_names_each_account_that_differs(floor: Floor, env: Env,
@@ -227,7 +228,7 @@ def test_the_balance_check_names_each_account_that_differs(floor: Floor, env: En
                      "bought_in = bought_in + 7 WHERE owner = 'P2'")
         conn.execute("DELETE FROM balances_accounts WHERE owner = 'P3'")
         conn.execute("UPDATE balances_accounts SET version = version - 1 WHERE owner = 'P1'")
-    findings = reads.check_balances(floor.casino.ledger)
+    findings = reads.check_balances(floor.casino.ledger)["findings"]
     p3 = str(account_id("P3"))
     assert any("account P1" in f and "was not applied" in f for f in findings), findings
     assert any("account P2" in f and "projected available" in f for f in findings), findings
@@ -241,7 +242,7 @@ def test_the_balance_check_names_an_account_whose_buy_ins_differ(floor: Floor, e
                                                                   reads: ReadModels) -> None:
     with connect(env) as conn:
         conn.execute("UPDATE balances_accounts SET bought_in = bought_in + 7 WHERE owner = 'P2'")
-    findings = reads.check_balances(floor.casino.ledger)
+    findings = reads.check_balances(floor.casino.ledger)["findings"]
     assert any("account P2" in f and "projected bought_in" in f for f in findings), findings
     # Seven chips bought in that no balance holds: the sum over the view says so too.
     (conserved,) = [f for f in findings if f.startswith("R-M4")]
@@ -260,9 +261,38 @@ def test_the_balance_check_finds_chips_posted_without_their_counterpart(
                                            "-", {}, "dealer"))
     with engine(env) as e:
         e.catch_up(500)
-    (finding,) = reads.check_balances(ledger)
+    (finding,) = reads.check_balances(ledger)["findings"]
     assert finding.startswith("R-M4: in EUR"), finding
     assert "30 chips appeared" in finding, finding
+
+
+def test_the_balance_check_goes_in_parts_a_cursor_resumes(
+        floor: Floor, env: Env, reads: ReadModels, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(projections.checks, "CHECK_PAGE_ROWS", 2)
+    monkeypatch.setattr(projections.checks, "CHECK_SCAN_IDS", 40)
+    with connect(env) as conn:  # the last row in account id order differs
+        conn.execute("UPDATE balances_accounts SET available = available + 7, "
+                     "bought_in = bought_in + 7 WHERE account_id = "
+                     "(SELECT account_id FROM balances_accounts ORDER BY account_id DESC LIMIT 1)")
+        accounts = conn.execute("SELECT count(*) FROM balances_accounts").fetchone()
+    answers, cursor = [], None
+    while True:  # no time at all: one part per answer
+        answer = reads.check_balances(floor.casino.ledger, cursor=cursor, budget_s=0)
+        answers.append(answer)
+        if (cursor := answer["next_cursor"]) is None:
+            break
+    assert [a["complete"] for a in answers] == [False] * (len(answers) - 1) + [True]
+    assert (sum(a["accounts_checked"] for a in answers),) == accounts
+    assert sum(a["events_scanned"] for a in answers) == head(env)
+    assert [a["ok"] for a in answers if a["accounts_checked"]] == [True, True, False]
+    scans = [a for a in answers if a["events_scanned"]]
+    assert len(scans) == -(-head(env) // 40)
+    assert all(a["ok"] for a in scans)
+    whole = reads.check_balances(floor.casino.ledger)
+    assert whole["findings"] == answers[2]["findings"]
+    assert whole["next_cursor"] is None
+    with pytest.raises(DecisionRefused, match="cursor"):
+        reads.check_balances(floor.casino.ledger, cursor=reads.balances(limit=1)["next_cursor"])
 
 
 def test_every_view_commits_whole_saves_only(env: Env) -> None:
