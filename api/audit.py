@@ -13,7 +13,6 @@ from uuid import UUID
 
 from api.auth import AUDITOR, MANAGER
 from api.schemas import (
-    VERSION_MAX,
     AccountSchema,
     ChainHeadSchema,
     ChainQuerySchema,
@@ -26,6 +25,7 @@ from api.schemas import (
 )
 from api.services import ledger
 from api.views import Blueprint, guard
+from ledger.application import VERSION_MAX
 from ledger.storage import LedgerRecorder, chain_head, verify_chain
 
 blp = Blueprint("audit", __name__, url_prefix="/audit", description="Replay and audit.")

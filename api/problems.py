@@ -118,11 +118,13 @@ _SCHEMA_PROBLEMS = {400: ("Malformed request", "malformed-request"),
 
 
 def _rule_of(errors: Mapping[str, list[str]]) -> str | None:
-    """The rule a schema refusal enforces, where one does: an amount is a whole number of
-    minor units (R-M1); a change names its request (R-M4). Other fields are format only."""
+    """The rule a schema refusal enforces, where one does: an amount (a stake's, or a ruling's
+    adjustment for a player) is a whole number of minor units (R-M1); a change names its
+    request (R-M4). Other fields are format only."""
     if "Idempotency-Key" in errors:
         return "R-M4"
-    if any(name.rsplit(".", 1)[-1] == "amount" for name in errors):
+    if any(name.rsplit(".", 1)[-1] == "amount"
+           or (name.startswith("adjustments.") and name.endswith(".value")) for name in errors):
         return "R-M1"
     return None
 

@@ -15,7 +15,12 @@ from typing import Any, Final
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
 
-from ledger.application import NAME_MAX_CHARS, PAGE_SIZE_MAX, REQUEST_ID_MAX_CHARS
+from ledger.application import (
+    NAME_MAX_CHARS,
+    PAGE_SIZE_MAX,
+    REQUEST_ID_MAX_CHARS,
+    VERSION_MAX,
+)
 from ledger.engine.machine import REASON_MAX_CHARS
 from ledger.rules import (
     AMOUNT_MAX,
@@ -30,7 +35,6 @@ from ledger.storage import CHAIN_WALK_ROWS_DEFAULT, CHAIN_WALK_ROWS_MAX, HEAD_PA
 
 BOX_MAX: Final = 12
 HAND_MAX: Final = 15
-VERSION_MAX: Final = 10**9
 RULING_ENTRIES_MAX: Final = 100
 # Player ids travel in URL paths, so they are kept to characters that need no escaping there.
 PLAYER_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$"

@@ -60,6 +60,7 @@ from ledger.engine import facts as f
 from ledger.engine.machine import REASON_MAX_CHARS, SETTLED, VOIDED, Draw, RoundMachine
 from ledger.engine.readjudicate import readjudicate
 from ledger.errors import (
+    AccountExists,
     BetRefused,
     Conflict,
     DealRefused,
@@ -90,6 +91,7 @@ RETRIES_MAX = 3
 REQUEST_ID_MAX_CHARS = 128
 NAME_MAX_CHARS = 64
 PAGE_SIZE_MAX = 500
+VERSION_MAX = 10**9  # the highest event version a request may name
 ORDER_CACHE_SIZE = 64
 WORKING_SET_SIZE = 2000
 
@@ -250,7 +252,7 @@ class GameLedger(Application[UUID]):
 
         def body() -> tuple[Result, list[Aggregate]]:
             if self._exists(account_id):
-                raise BetRefused(f"Player {player} already has an account.", "R-M3")
+                raise AccountExists(f"Player {player} already has an account.", "R-M3")
             account = Account._create(Account.Created, id=account_id, timestamp=self._clock(),
                                       owner=player, kind=PLAYER, currency=currency,
                                       actor=actor, request_id=request_id)
@@ -528,10 +530,15 @@ class GameLedger(Application[UUID]):
         Everything comes from the stored events, read once: the rules and limits the round
         was started under, then its facts."""
         created, *rest = self._round_events(round_id)
+        rules = RuleSet.from_dict(created.rules)
+        if rules.content_hash != created.rules_hash:
+            # Re-run, altered rules would blame the settlement for what was done to them.
+            return [f"v1: the rules recorded ({rules.name} v{rules.version}) do not match the "
+                    f"content hash recorded with them, {created.rules_hash}: the record of the "
+                    "rules was altered, so the round cannot be checked against them (R-S1)"]
         facts = [e for e in rest if isinstance(e, Round.Recorded)]
-        return readjudicate(RuleSet.from_dict(created.rules),
-                            TableLimits.from_dict(created.limits), [e.fact() for e in facts],
-                            [e.originator_version for e in facts])
+        return readjudicate(rules, TableLimits.from_dict(created.limits),
+                            [e.fact() for e in facts], [e.originator_version for e in facts])
 
     def balance(self, player: str) -> dict[str, Any]:
         try:
@@ -550,6 +557,9 @@ class GameLedger(Application[UUID]):
         ``limit`` at most: ``items``, and ``next_after`` to pass for the next page (None on
         the last)."""
         limit = _page(limit)
+        if type(after) is not int or not 0 <= after <= VERSION_MAX:
+            raise DecisionRefused(f"A page starts after a version from 0 to {VERSION_MAX}.",
+                                  field="after")
         account_id = ids.account_id(player)
         if not self._exists(account_id):
             raise _no_account(player)
@@ -1032,14 +1042,14 @@ def _check_reason(reason: str, rule: str) -> None:
 
 
 def _check_currency(currency: str) -> None:
-    if not (isinstance(currency, str) and len(currency) == 3 and currency.isalpha()
-            and currency.isupper()):
+    if not (isinstance(currency, str) and len(currency) == 3 and currency.isascii()
+            and currency.isalpha() and currency.isupper()):
         raise BetRefused("A currency is a three-letter ISO code such as EUR.", "R-M1")
 
 
 def _page(limit: int) -> int:
     if type(limit) is not int or not 1 <= limit <= PAGE_SIZE_MAX:
-        raise DecisionRefused(f"A page holds 1 to {PAGE_SIZE_MAX} items.", "R-V1")
+        raise DecisionRefused(f"A page holds 1 to {PAGE_SIZE_MAX} items.", field="limit")
     return limit
 
 

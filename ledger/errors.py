@@ -60,6 +60,10 @@ class InsufficientChips(LedgerError):
     """The bettor's available balance does not cover the amount (R-M3)."""
 
 
+class AccountExists(LedgerError):
+    """The player already has an account: one per player (R-M3 reads its balance)."""
+
+
 class NotFound(LedgerError):
     """The table, round, shoe or account does not exist."""
 

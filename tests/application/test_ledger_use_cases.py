@@ -18,6 +18,7 @@ from ledger.aggregates.shoe import ShoeRecord
 from ledger.aggregates.table import Table
 from ledger.application import GameLedger
 from ledger.errors import (
+    AccountExists,
     BetRefused,
     DecisionRefused,
     InsufficientChips,
@@ -383,6 +384,28 @@ def test_chips_of_another_currency_are_refused_at_the_table(make_ledger: MakeLed
                         "R-M1")
     assert "USD" in str(refusal)
     assert app.balance("tourist") == {**app.balance("tourist"), "available": 500, "held": 0}
+
+
+def test_a_player_has_one_account(make_ledger: MakeLedger) -> None:
+    app = Desk(make_ledger()).app
+    refusal = unchanged(app, lambda: app.open_account("again", "cashier", "P1"),
+                        AccountExists, "R-M3")
+    assert str(refusal) == "Player P1 already has an account. (R-M3)"
+
+
+@pytest.mark.parametrize("currency", ["eur", "EU", "ÄÖÜ", "EUR "])
+def test_a_currency_is_a_three_letter_iso_code(make_ledger: MakeLedger, currency: str) -> None:
+    app = make_ledger()
+    unchanged(app, lambda: app.open_account("a", "cashier", "P9", currency=currency),
+              BetRefused, "R-M1")
+
+
+@pytest.mark.parametrize("after", [True, -1, 1.5, "1", 10**9 + 1])
+def test_a_page_of_entries_starts_after_a_version(make_ledger: MakeLedger, after: Any) -> None:
+    app = Desk(make_ledger()).app
+    with pytest.raises(DecisionRefused, match="starts after a version") as refused:
+        app.account_entries("P1", after=after)
+    assert refused.value.field == "after"
 
 
 def test_an_account_is_snapshotted_as_committed_every_200_events(

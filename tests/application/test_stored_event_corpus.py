@@ -97,6 +97,19 @@ def test_a_settlement_the_rules_do_not_give_is_reported(make_ledger) -> None:
     assert f"won={state['won'] - 1}" in findings[0]
 
 
+def test_rules_altered_in_the_record_are_reported_as_such(make_ledger) -> None:
+    # Re-run, the altered rules would find the settlement wrong: the finding names the rules.
+    corpus = json.loads(CORPUS.read_text())
+    created = next(e for e in corpus["events"] if e["topic"] == "pitboss:Round.Created")
+    state = json.loads(base64.b64decode(created["state"]))
+    state["rules"]["natural_pays"] = [2, 1]
+    created["state"] = base64.b64encode(json.dumps(state).encode()).decode()
+    app, _ = load_corpus(make_ledger, corpus)
+    (finding,) = app.check_round(UUID(created["originator_id"]))
+    assert finding.startswith("v1: the rules recorded"), finding
+    assert "do not match the content hash" in finding
+
+
 def _dealt_cards(corpus: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """The corpus's dealt-card events, each with its decoded state."""
     return [(e, json.loads(base64.b64decode(e["state"]))) for e in corpus["events"]

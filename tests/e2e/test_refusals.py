@@ -220,6 +220,17 @@ def test_a_body_off_its_schema_is_422_naming_the_field(desk, body, field):
     assert response["rule"] == ("R-M1" if field == "amount" else None)  # amounts: minor units
 
 
+@pytest.mark.parametrize(("adjustments", "rule"), [
+    ({"P1": 1.5}, "R-M1"), ({"P1": True}, "R-M1"), ({"P1": 10**12 + 1}, "R-M1"),
+    ({"": 5}, None)])
+def test_a_rulings_amounts_are_minor_units_too(desk, adjustments, rule):
+    body = {"reason": "paid short", "corrects": [1], "adjustments": adjustments}
+    response = problem_of(desk.http.post(f"/rounds/{desk.round_id}/rulings", body,
+                                         role="manager"), 422)
+    assert any(name.startswith("adjustments") for name in response["errors"]), response
+    assert response["rule"] == rule
+
+
 def test_a_command_that_takes_no_body_refuses_a_field_in_one(desk):
     desk.do("stakes", bettor="P1", box=1, amount=10)
     desk.do("stakes", bettor="P2", box=2, amount=10)
