@@ -45,7 +45,7 @@ def play_round(rules: RuleSet, limits: TableLimits, shoe: Shoe) -> list[int]:
         else:
             out += getattr(m, play.value)(owner, box, hand, draw)
     if m.phase == "playing":
-        out += m.play_dealer(draw)
+        out += m.play_dealer(draw, shoe.dealt)
         out += m.settle()
     nets = [0] * BOXES
     for fact in out:

@@ -11,7 +11,8 @@
 --                 UPDATE or DELETE a stored event directly (no grant, and the owner's
 --                 triggers refuse changes anyway), nor drop a trigger (only the owner can).
 -- pitboss_auditor read-only access for auditors' own tools. Live shoe orders are sealed
---                 (AES-GCM, key held by the service only), so reading events reveals none.
+--                 (AES-GCM, key held by the service only) and a face-down card is recorded
+--                 without its face until it is turned over, so reading events reveals none.
 --
 -- Passwords are set outside this file: ALTER ROLE ... PASSWORD ...
 

@@ -55,9 +55,9 @@ from ledger.aggregates.receipt import Receipt
 from ledger.aggregates.round import Round
 from ledger.aggregates.shoe import ShoeRecord
 from ledger.aggregates.table import Table
-from ledger.cards import Card
+from ledger.cards import HIDDEN, Card
 from ledger.engine import facts as f
-from ledger.engine.machine import REASON_MAX_CHARS, SETTLED, VOIDED, Draw, RoundMachine
+from ledger.engine.machine import REASON_MAX_CHARS, SETTLED, VOIDED, RoundMachine
 from ledger.engine.readjudicate import readjudicate
 from ledger.errors import (
     AccountExists,
@@ -358,7 +358,7 @@ class GameLedger(Application[UUID]):
     def play_dealer(self, request_id: str, actor: str, round_id: UUID, *,
                     expected: int | None = None) -> Result:
         return self._play(request_id, actor, round_id, "play_dealer", {},
-                          lambda m, d: m.play_dealer(d), expected)
+                          lambda m, d: m.play_dealer(d, d.peek), expected)
 
     def settle(self, request_id: str, actor: str, round_id: UUID, *,
                expected: int | None = None) -> Result:
@@ -384,7 +384,7 @@ class GameLedger(Application[UUID]):
 
     def _play(self, request_id: str, actor: str, round_id: UUID, command: str,
               payload: dict[str, Any],
-              decide: Callable[[RoundMachine, Draw], list[f.Fact]],
+              decide: Callable[[RoundMachine, _ShoeDraw], list[f.Fact]],
               expected: int | None) -> Result:
         # The version seen is a precondition, not content: a repeat answers the same.
         payload = {"round_id": str(round_id), **payload}
@@ -399,7 +399,7 @@ class GameLedger(Application[UUID]):
                 raise StaleVersion(expected, round_.version)
             shoe = _ShoeDraw(self, round_)
             now = self._now(round_)
-            produced = round_.act(actor, request_id, now, lambda m: decide(m, shoe.draw))
+            produced = round_.act(actor, request_id, now, lambda m: decide(m, shoe))
             touched: list[Aggregate] = [round_]
             if shoe.record is not None and shoe.drawn:
                 shoe.record.trigger_event(ShoeRecord.CardsDrawn, round_id=round_id,
@@ -504,15 +504,16 @@ class GameLedger(Application[UUID]):
         return frames
 
     def _face_down_secrets(self, events: Sequence[Any]) -> set[int]:
-        """The versions of the round's face-down cards not turned over, unless its shoe is
-        retired (its whole order is public then): a voided round never turns its hole card
-        over, and the shoe deals on."""
+        """The versions of the round's face-down cards recorded with their face and not
+        turned over, unless its shoe is retired (its whole order is public then). A deal
+        records a face-down card without its face; rounds recorded before it did hold it,
+        and a voided one never turns its hole card over while the shoe deals on."""
         facts = [(e.originator_version, e.fact()) for e in events
                  if isinstance(e, Round.Recorded)
                  and issubclass(e.fact_class, f.CardDealt | f.HoleCardRevealed)]
         revealed = {x.position for _, x in facts if isinstance(x, f.HoleCardRevealed)}
         secret = {version for version, x in facts if isinstance(x, f.CardDealt)
-                  and not x.face_up and x.position not in revealed}
+                  and not x.face_up and x.card != HIDDEN and x.position not in revealed}
         if secret:
             with self._reading(ShoeRecord, events[0].shoe_id, "shoe") as shoe:
                 if shoe.retired:
@@ -584,15 +585,23 @@ class GameLedger(Application[UUID]):
         # The shoe records which positions went to which round, in order (its draws follow
         # each other: the shoe refuses to load otherwise); each round, the cards it dealt.
         draws = [e for e in self.events.get(shoe_id) if isinstance(e, ShoeRecord.CardsDrawn)]
-        dealt: dict[UUID, list[tuple[int, f.CardDealt]]] = {}
+        dealt: dict[UUID, list[tuple[int, str, f.CardDealt]]] = {}
         for round_id in dict.fromkeys(draw.round_id for draw in draws):  # each read once
-            dealt[round_id] = []
+            round_cards: list[tuple[int, f.CardDealt]] = []
+            turned: dict[int, str] = {}
             for event in self.events.get(round_id):
-                if isinstance(event, Round.Recorded) \
-                        and getattr(event, "shoe_id", None) == shoe_id:
-                    fact = event.fact()
-                    assert isinstance(fact, f.CardDealt)
-                    dealt[round_id].append((event.originator_version, fact))
+                if not isinstance(event, Round.Recorded):
+                    continue
+                fact = event.fact()
+                if isinstance(fact, f.CardDealt) and getattr(event, "shoe_id", None) == shoe_id:
+                    round_cards.append((event.originator_version, fact))
+                elif isinstance(fact, f.HoleCardRevealed):
+                    turned[fact.position] = fact.card
+            # A card dealt face down is recorded without its face: the face it was turned
+            # over with is the one to check (none if the round ended before: voided).
+            dealt[round_id] = [(version, turned.get(x.position, x.card)
+                                if x.card == HIDDEN else x.card, x)
+                               for version, x in round_cards]
         taken = dict.fromkeys(dealt, 0)
         for draw in draws:
             cards = dealt[draw.round_id][taken[draw.round_id]:][:draw.count]
@@ -600,19 +609,19 @@ class GameLedger(Application[UUID]):
             for position in range(draw.first + len(cards), draw.first + draw.count):
                 findings.append(f"round {draw.round_id}: the shoe gave it position {position}, "
                                 "and the round records no card dealt from it")
-            for position, (version, fact) in enumerate(cards, start=draw.first):
+            for position, (version, card, fact) in enumerate(cards, start=draw.first):
                 if fact.position != position:
-                    findings.append(f"round {draw.round_id} v{version}: dealt {fact.card} as "
+                    findings.append(f"round {draw.round_id} v{version}: dealt {card} as "
                                     f"position {fact.position}, but the shoe gave it position "
                                     f"{position} there")
                 expected = order[fact.position] if 0 <= fact.position < len(order) else None
-                if expected != fact.card:
+                if expected != card and card != HIDDEN:
                     findings.append(f"round {draw.round_id} v{version}: position "
-                                    f"{fact.position} dealt {fact.card}, the revealed order "
+                                    f"{fact.position} dealt {card}, the revealed order "
                                     f"has {expected}")
         for round_id, cards in dealt.items():
-            for version, fact in cards[taken[round_id]:]:
-                findings.append(f"round {round_id} v{version}: dealt {fact.card} as position "
+            for version, card, fact in cards[taken[round_id]:]:
+                findings.append(f"round {round_id} v{version}: dealt {card} as position "
                                 f"{fact.position}, a card the shoe never gave it")
         return findings
 
@@ -913,7 +922,17 @@ class _ShoeDraw:
         self._shoe: Shoe | None = None
         self.drawn = 0
 
-    def draw(self) -> tuple[Card, int]:
+    def __call__(self) -> tuple[Card, int]:
+        """The next card of the shoe, and its position."""
+        card = self._loaded().draw()
+        self.drawn += 1
+        return card
+
+    def peek(self, position: int) -> Card:
+        """The face of a card this round was dealt face down, to turn it over."""
+        return self._loaded().dealt(position)
+
+    def _loaded(self) -> Shoe:
         if self._shoe is None:
             # While its round is in play only that round draws from the shoe (R-H4): once the
             # round has dealt, a copy at the position after its last card is the shoe as it is.
@@ -925,9 +944,7 @@ class _ShoeDraw:
                 raise DealRefused("The round's shoe has been retired.", "R-H4")
             self.record = record
             self._shoe = Shoe(self._ledger._order(record), record.cut, record.position)
-        card = self._shoe.draw()
-        self.drawn += 1
-        return card
+        return self._shoe
 
 
 _TICK = timedelta(microseconds=1)  # the finest step of a recorded time
@@ -978,7 +995,7 @@ def _describe(event: Any, hide: bool = False) -> dict[str, Any]:
                          "originator_topic", "sealed_order")}
     kind = type(event).__name__
     if hide:
-        data["card"], kind = "hidden", "CardDealt"
+        data["card"], kind = HIDDEN, "CardDealt"
     return {"version": event.originator_version, "type": kind,
             "timestamp": event.timestamp.isoformat(), "actor": data.pop("actor", None),
             "request_id": data.pop("request_id", None), "data": _jsonable(data)}

@@ -15,6 +15,9 @@ Card = NewType("Card", str)
 RANKS = "A23456789TJQK"
 SUITS = "SHDC"
 WILD = Card("W")
+# A card dealt face down, as its deal is recorded: where it went and its shoe position, not its
+# face, which stays the shoe's secret until the card is turned over (a hole card's reveal).
+HIDDEN = Card("hidden")
 STANDARD_DECK: tuple[Card, ...] = tuple(Card(r + s) for s in SUITS for r in RANKS)
 
 _VALUE = {Card(r + s): min(RANKS.index(r) + 1, 10) for r in RANKS for s in SUITS}

@@ -107,6 +107,13 @@ class Shoe:
         self.position = position + 1
         return self._order[position], position
 
+    def dealt(self, position: int) -> Card:
+        """The card dealt from ``position``, to turn over a card dealt face down: only one
+        already dealt (the order ahead stays secret)."""
+        if not 0 <= position < self.position:
+            raise ValueError(f"position {position} of the shoe has not been dealt")
+        return self._order[position]
+
     def reveal(self) -> tuple[Card, ...]:
         """The whole order, for the shoe's retirement (R-H2)."""
         return self._order

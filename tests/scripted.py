@@ -26,14 +26,20 @@ class StackedShoe:
         assert all(is_card(c) for c in codes), f"bad card code in {cards!r}"
         self._cards = iter([Card(c) for c in codes])
         self.position = start
+        self._dealt: dict[int, Card] = {}
 
     def draw(self) -> tuple[Card, int]:
         try:
             card = next(self._cards)
         except StopIteration:
             raise ShoeExhausted() from None
+        self._dealt[self.position] = card
         self.position += 1
         return card, self.position - 1
+
+    def dealt(self, position: int) -> Card:
+        """The card dealt from ``position`` (to turn a face-down card over)."""
+        return self._dealt[position]
 
     def left(self) -> list[Card]:
         return list(self._cards)
@@ -122,7 +128,7 @@ class Scripted(Outcomes):
         return self._log(self.m.take_even_money(bettor, box))
 
     def dealer(self) -> Self:
-        return self._log(self.m.play_dealer(self.shoe.draw))
+        return self._log(self.m.play_dealer(self.shoe.draw, self.shoe.dealt))
 
     def settle(self) -> Self:
         return self._log(self.m.settle())

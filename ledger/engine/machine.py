@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from math import gcd
 from typing import Any, NamedTuple
 
-from ledger.cards import WILD, Card, hand_total, is_ace, is_ten_value, is_two_card_21
+from ledger.cards import HIDDEN, WILD, Card, hand_total, is_ace, is_ten_value, is_two_card_21
 from ledger.engine import facts as f
 from ledger.errors import (
     BetRefused,
@@ -34,6 +34,7 @@ from ledger.plays import Play
 from ledger.rules import AMOUNT_MAX, RuleSet, TableLimits
 
 Draw = Callable[[], tuple[Card, int]]
+Peek = Callable[[int], Card]  # the face of the card dealt from a position, to turn it over
 StakeKey = tuple[str, str, int, int]  # (line, bettor, box, hand)
 Refusal = tuple[str, str]  # (sentence, rule id); an empty sentence allows
 NO: Refusal = ("", "")
@@ -497,8 +498,10 @@ class RoundMachine:
                      remainder=rest, reason="even money taken against an ace")
         return self._end()
 
-    def play_dealer(self, draw: Draw) -> list[f.Fact]:
-        """The dealer's play by the rule set's policy (R-G8, R-X2, R-W5, R-W6)."""
+    def play_dealer(self, draw: Draw, peek: Peek | None = None) -> list[f.Fact]:
+        """The dealer's play by the rule set's policy (R-G8, R-X2, R-W5, R-W6); ``peek``
+        gives the face of the hole card, dealt face down (R-S2, ``wild21``), to turn it
+        over."""
         self._require_phase(PLAYING)
         if self.pending is not None:
             raise NotYourTurn(f"{self.pending.bettors[0]} must answer the owner's "
@@ -508,7 +511,7 @@ class RoundMachine:
             raise NotYourTurn(f"Box {t[0]}, hand {t[1]} has not finished; the dealer plays "
                               "after every box.", "R-G8")
         self._begin()
-        return self._drawing(lambda: self._dealer_draws(draw))
+        return self._drawing(lambda: self._dealer_draws(draw, peek))
 
     def settle(self) -> list[f.Fact]:
         """Settle every open stake against the dealer's result (R-G5..R-G7, R-C5, R-C7)."""
@@ -688,6 +691,13 @@ class RoundMachine:
 
     def _deal_card(self, box: int, hand: int, draw: Draw, face_up: bool = True) -> None:
         card, position = draw()
+        if not face_up:
+            # Recorded without its face, which anyone reading the events would otherwise
+            # know before the players have played (a wild card too: R-W5 waits for the
+            # reveal). The face is recorded when the card is turned over.
+            self._emit(f.CardDealt(card=HIDDEN, position=position, box=box, hand=hand,
+                                   face_up=False))
+            return
         in_play = self.phase == PLAYING  # the initial deal's last card starts play (R-W3)
         kind = f.WildCardDrawn if card == WILD else f.CardDealt
         self._emit(kind(card=card, position=position, box=box, hand=hand, face_up=face_up))
@@ -752,11 +762,16 @@ class RoundMachine:
                 depends = True
         return depends, waits
 
-    def _dealer_draws(self, draw: Draw) -> None:
+    def _dealer_draws(self, draw: Draw, peek: Peek | None) -> None:
         rules = self.rules
         if rules.dealer_hole_card:
-            self._emit(f.HoleCardRevealed(card=self.dealer[0],
-                                          position=self.dealer_positions[0]))
+            position, card = self.dealer_positions[0], self.dealer[0]
+            if card == HIDDEN:  # (rounds recorded before hole cards were hidden have it)
+                if peek is None:
+                    raise InvariantBroken("the hole card cannot be turned over without the "
+                                          "shoe it was dealt from")
+                card = peek(position)
+            self._emit(f.HoleCardRevealed(card=card, position=position))
         depends, waits = self._dependent_hands()
         if WILD in self.dealer:
             pass  # R-W5, R-X10: the dealer is 21 and draws nothing
@@ -969,6 +984,10 @@ class RoundMachine:
                     hand.done = True
 
     def _on_hole_revealed(self, e: f.HoleCardRevealed) -> None:
+        if e.position != self.dealer_positions[0] or self.dealer[0] not in (HIDDEN, e.card):
+            raise InvariantBroken(f"the hole card turned over, {e.card} from position "
+                                  f"{e.position}, is not the one dealt face down")
+        self.dealer[0] = Card(e.card)
         self.hole_revealed = True
 
     def _on_hit(self, e: f.HandHit) -> None:

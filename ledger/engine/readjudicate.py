@@ -12,27 +12,43 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ledger.cards import Card
+from ledger.cards import HIDDEN, Card
 from ledger.engine import facts as f
-from ledger.engine.machine import SETTLING, Draw, RoundMachine
+from ledger.engine.machine import SETTLING, RoundMachine
 from ledger.errors import LedgerError, ShoeExhausted
 from ledger.rules import RuleSet, TableLimits
 
-Command = Callable[[RoundMachine, Draw], list[f.Fact]]
-
 
 class RecordedCards:
-    """Deals the recorded cards, in their recorded order and positions."""
+    """Deals the recorded cards, in their recorded order and positions, and turns a face-down
+    card over as recorded."""
 
     def __init__(self, facts: Sequence[f.Fact]) -> None:
         self._cards = [(Card(x.card), x.position) for x in facts if isinstance(x, f.CardDealt)]
+        self._faces = {x.position: Card(x.card) for x in facts
+                       if isinstance(x, f.HoleCardRevealed | f.CardDealt)}
         self._next = 0
 
-    def draw(self) -> tuple[Card, int]:
+    def __call__(self) -> tuple[Card, int]:
         if self._next >= len(self._cards):
             raise ShoeExhausted()
         self._next += 1
         return self._cards[self._next - 1]
+
+    def peek(self, position: int) -> Card:
+        return self._faces.get(position, HIDDEN)
+
+
+Command = Callable[[RoundMachine, RecordedCards], list[f.Fact]]
+
+
+def as_recorded_today(fact: f.Fact) -> f.Fact:
+    """A face-down card as a deal records it: rounds recorded before hole cards were hidden
+    hold its face (their reveal repeats it, so nothing is lost in the comparison)."""
+    if isinstance(fact, f.CardDealt) and not fact.face_up and fact.card != HIDDEN:
+        return f.CardDealt(card=HIDDEN, position=fact.position, box=fact.box, hand=fact.hand,
+                           face_up=False)
+    return fact
 
 
 def command_for(fact: f.Fact, machine: RoundMachine) -> Command | None:
@@ -60,10 +76,8 @@ def command_for(fact: f.Fact, machine: RoundMachine) -> Command | None:
             return lambda m, d: m.surrender(p, x)
         case f.InsurancePlaced(bettor=b, amount=a):
             return lambda m, d: m.insure(b, a)
-        case f.HoleCardRevealed() | f.DealerFinished():
-            return lambda m, d: m.play_dealer(d)
-        case f.CardDealt(box=f.DEALER):
-            return lambda m, d: m.play_dealer(d)
+        case f.HoleCardRevealed() | f.DealerFinished() | f.CardDealt(box=f.DEALER):
+            return lambda m, d: m.play_dealer(d, d.peek)
         case f.RoundSettled():
             return lambda m, d: m.settle()
         case f.StakeSettled(bettor=b, box=x) if machine.phase != SETTLING:
@@ -87,6 +101,7 @@ def readjudicate(rules: RuleSet, limits: TableLimits, recorded: Sequence[f.Fact]
 
     machine = RoundMachine(rules, limits)
     cards = RecordedCards(recorded)
+    recorded = [as_recorded_today(fact) for fact in recorded]
     findings: list[str] = []
     i = 0
     while i < len(recorded):
@@ -94,7 +109,7 @@ def readjudicate(rules: RuleSet, limits: TableLimits, recorded: Sequence[f.Fact]
         if command is None:
             return [f"{at(i)} ({type(recorded[i]).__name__}) starts no command"]
         try:
-            produced = command(machine, cards.draw)
+            produced = command(machine, cards)
         except LedgerError as e:
             return [f"{at(i)} ({type(recorded[i]).__name__}) is refused by the rules: {e}"]
         expected = list(recorded[i:i + len(produced)])

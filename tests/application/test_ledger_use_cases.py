@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from collections.abc import Callable
@@ -14,9 +15,12 @@ import pytest
 
 from ledger.aggregates import ids
 from ledger.aggregates.account import Account
+from ledger.aggregates.round import Round
 from ledger.aggregates.shoe import ShoeRecord
 from ledger.aggregates.table import Table
 from ledger.application import GameLedger
+from ledger.engine import facts as f
+from ledger.engine.readjudicate import readjudicate
 from ledger.errors import (
     AccountExists,
     BetRefused,
@@ -30,7 +34,7 @@ from ledger.errors import (
     RuleSetInvalid,
     StaleVersion,
 )
-from ledger.rules import CASINO, CASINO_WILD, TableLimits
+from ledger.rules import CASINO, CASINO_WILD, WILD21, TableLimits
 from ledger.sealing import ShoeSealer
 from ledger.shoe import verify_commitment
 from tests.scripted import SteeredShuffle
@@ -344,6 +348,46 @@ def test_the_shoe_order_stays_sealed_until_the_shoe_retires(make_ledger: MakeLed
     assert verify_commitment(revealed["order"], revealed["salt"], live["commitment"])
     assert revealed["order"][:5] == dealt
     assert app.verify_shoe(shoe_id) == []
+
+
+def test_a_hole_card_is_checked_against_the_shoe_by_the_face_it_was_turned_over_with(
+        make_ledger: MakeLedger) -> None:
+    # wild21 deals the dealer's first card face down, recorded without its face (R-H2): the
+    # shoe check takes the face from the reveal, and re-adjudication too; a round voided
+    # before the reveal never records it (its shoe's order shows it once retired).
+    desk = Desk(make_ledger(SteeredShuffle("TS 9H 5C 7S 5H 6D TH")), rules=WILD21)
+    app = desk.app
+    played = desk.round()  # P1 T7, P2 95; the dealer (5C) 6D, then TH: 21
+    desk.do("place_stake", played, "P1", 1, 10)
+    desk.do("place_stake", played, "P2", 2, 10)
+    desk.do("deal", played)
+    desk.do("stand", played, "P1", 1)
+    desk.do("stand", played, "P2", 2)
+    desk.do("play_dealer", played)
+    desk.do("settle", played)
+    voided = desk.round()
+    desk.do("place_stake", voided, "P1", 1, 10)
+    desk.do("deal", voided)
+    desk.do("void", voided, "dealer misdealt")
+    faces = {r: [(e["data"]["card"], e["data"]["face_up"]) for e in app.round_events(r)
+                 if e["type"] == "CardDealt" and e["data"]["box"] == 0]
+             for r in (played, voided)}
+    assert faces[played] == [("hidden", False), ("6D", True), ("TH", True)]
+    assert faces[voided][0] == ("hidden", False)
+    app.close_table(desk.rid(), "manager", desk.table, "end of shift")
+    shoe_id = UUID(app.round_state(played)["shoe_id"])
+    assert app.shoe(shoe_id)["order"][2] == "5C"  # the hole card, turned over as 5C
+    assert app.verify_shoe(shoe_id) == []
+    assert app.check_round(played) == app.check_round(voided) == []
+    # A round recorded before hole cards were hidden holds the face at the deal: it still
+    # re-adjudicates cleanly.
+    created, *rest = list(app.events.get(played))
+    assert isinstance(created, Round.Created)
+    facts = [e.fact() for e in rest if isinstance(e, Round.Recorded)]
+    legacy = [dataclasses.replace(x, card="5C") if isinstance(x, f.CardDealt)
+              and not x.face_up else x for x in facts]
+    assert legacy != facts
+    assert readjudicate(WILD21, TableLimits.from_dict(created.limits), legacy) == []
 
 
 def test_state_at_any_version_and_the_replay_agree(make_ledger: MakeLedger) -> None:

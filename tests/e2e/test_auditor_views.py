@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from uuid import UUID
 
 from flask import Flask
 
@@ -129,11 +130,18 @@ def test_a_face_down_wild_card_stays_secret_until_its_shoe_is_retired(make_app):
     for moment in ("live", "voided"):
         down, state = hole()
         assert (down["type"], down["data"]["card"]) == ("CardDealt", "hidden"), moment
+        # Nor does the database hold its face, for whoever reads the table (the auditor role).
+        stored = app.extensions["pitboss"].ledger().recorder.select_events(UUID(r))
+        assert not [e for e in stored if b'"W"' in bytes(e.state)], moment
         assert "hidden" in state["dealer"]["cards"], moment
         catch_up(app)
         assert http.ok(http.get("/audit/rounds", wild_card="true"))["items"] == [], moment
         if moment == "live":
             wild.do("void", role="manager", reason="misdeal")  # the hole is never turned over
     http.ok(http.post(f"/tables/{wild.table}/close", {"reason": "end of shift"}))
-    down, _ = hole()  # the retired shoe's order is public: so is the card
-    assert (down["type"], down["data"]["card"]) == ("WildCardDrawn", "W")
+    # The deal recorded the card without its face, and never turned over it has none in the
+    # round's record; the retired shoe's order, public now, has it at the recorded position.
+    down, _ = hole()
+    assert (down["type"], down["data"]["card"]) == ("CardDealt", "hidden")
+    shoe = http.ok(http.get(f"/audit/shoes/{down['data']['shoe_id']}"))
+    assert shoe["order"][down["data"]["position"]] == "W"

@@ -17,14 +17,14 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from hypothesis import note
 from hypothesis import strategies as st
 
-from ledger.cards import SUITS, WILD, Card
+from ledger.cards import HIDDEN, SUITS, WILD, Card
 from ledger.engine import facts as f
-from ledger.engine.machine import Draw, Legal, RoundMachine
+from ledger.engine.machine import Legal, RoundMachine
 from ledger.errors import DealRefused, LedgerError, ShoeExhausted
 from ledger.rules import CASINO, CASINO_WILD, WILD21, RuleSet, TableLimits
 from ledger.shoe import Shoe
@@ -71,6 +71,7 @@ class Run:
     steps: list[Step] = field(default_factory=list)
     log: list[f.Fact] = field(default_factory=list)  # every fact, as the sink received it
     refused_deals: int = 0
+    shoe: Dealing = field(default_factory=lambda: NoShoe())
 
     @property
     def facts(self) -> list[f.Fact]:
@@ -82,8 +83,10 @@ class Run:
 
     @property
     def cards(self) -> list[str]:
-        """The cards dealt, in the order they left the shoe."""
-        return [x.card for x in self.facts if isinstance(x, f.CardDealt)]
+        """The cards dealt, in the order they left the shoe (a face-down card's face from the
+        shoe: the deal records none)."""
+        return [self.shoe.dealt(x.position) if x.card == HIDDEN else x.card
+                for x in self.facts if isinstance(x, f.CardDealt)]
 
     def script(self) -> str:
         """A reproduction: settings, shoe and commands as code a test can paste."""
@@ -101,13 +104,23 @@ class Run:
         printer.text(repr(self))
 
 
-def execute(m: RoundMachine, cmd: Command, draw: Draw) -> list[f.Fact]:
-    """Run one recorded command against a machine, drawing from ``draw``."""
+class Dealing(Protocol):
+    """A shoe as the machine's commands use it: the next card, and a face dealt face down."""
+
+    def draw(self) -> tuple[Card, int]: ...
+
+    def dealt(self, position: int) -> Card: ...
+
+
+def execute(m: RoundMachine, cmd: Command, shoe: Dealing) -> list[f.Fact]:
+    """Run one recorded command against a machine, dealing from ``shoe``."""
     name, *args = cmd
     if name in ("hit", "stand", "double", "split", "answer"):
-        return getattr(m, name)(*args, draw)  # type: ignore[no-any-return]
-    if name in ("close_betting", "play_dealer"):
-        return getattr(m, name)(draw)  # type: ignore[no-any-return]
+        return getattr(m, name)(*args, shoe.draw)  # type: ignore[no-any-return]
+    if name == "close_betting":
+        return m.close_betting(shoe.draw)
+    if name == "play_dealer":
+        return m.play_dealer(shoe.draw, shoe.dealt)
     if name == "even_money":
         return m.take_even_money(*args)
     return getattr(m, name)(*args)  # type: ignore[no-any-return]
@@ -167,8 +180,8 @@ def palette(draw: Drawer[Any], rules: RuleSet) -> list[Card]:
 
 
 @st.composite
-def shoes(draw: Drawer[Any], rules: RuleSet, boxes: int) -> tuple[str, int, Draw]:
-    """A shoe for one round at ``boxes`` boxes: ``(kind, first position, draw)``."""
+def shoes(draw: Drawer[Any], rules: RuleSet, boxes: int) -> tuple[str, int, Dealing]:
+    """A shoe for one round at ``boxes`` boxes: ``(kind, first position, shoe)``."""
     kind = draw(st.sampled_from(["biased", "shuffled", "biased", "shuffled-end", "biased"]))
     if kind.startswith("shuffled"):
         seed = draw(st.integers(0, 2**32 - 1))
@@ -178,18 +191,24 @@ def shoes(draw: Drawer[Any], rules: RuleSet, boxes: int) -> tuple[str, int, Draw
         if kind == "shuffled-end":  # near its end: the shoe may run out mid-round (R-H4)
             start = shoe.size - draw(st.integers(0, 40))
             shoe = Shoe(shoe.reveal(), shoe.cut, start)
-        return f"{kind}:{seed}", start, shoe.draw
+        return f"{kind}:{seed}", start, shoe
     cards = draw(palette(rules))
     need = 2 * boxes + 2
     codes = draw(st.lists(st.sampled_from(cards), min_size=need + 2, max_size=need + 60))
     if draw(st.integers(0, 2)) == 0:  # the dealer shows an ace: insurance, even money
         upcard = 2 * boxes + 1 if rules.dealer_hole_card else boxes
         codes[upcard] = draw(st.sampled_from([Card("A" + s) for s in SUITS]))
-    return "biased", 0, StackedShoe(" ".join(codes)).draw
+    return "biased", 0, StackedShoe(" ".join(codes))
 
 
-def no_draw() -> tuple[Card, int]:
-    raise AssertionError("a refused command drew a card")
+class NoShoe:
+    """The shoe before betting closes, and the one a refused command is given."""
+
+    def draw(self) -> tuple[Card, int]:
+        raise AssertionError("a refused command drew a card")
+
+    def dealt(self, position: int) -> Card:
+        raise AssertionError("a refused command turned a card over")
 
 
 def _amount(draw: Drawer[Any], low: int, high: int, unit: int) -> int:
@@ -230,7 +249,7 @@ class Player:
         self.log: list[f.Fact] = []
         self.m = recording_machine(rules, limits, self.log)
         self.box_count = draw(st.integers(1, 5))
-        self.shoe: Draw = no_draw  # drawn when betting closes, for the boxes then staked
+        self.shoe: Dealing = NoShoe()  # drawn when betting closes, for the boxes staked
         self.run = Run(rules, limits, "none", 0, self.m, log=self.log)
         # ~1 round in 8 is voided by a manager at a random step (R-V1).
         self.void_at = draw(st.integers(0, 24)) if draw(st.integers(0, 7)) == 0 else -1
@@ -248,12 +267,12 @@ class Player:
                                    legal_before, dict(m.open_stakes)))
         return out
 
-    def refused(self, cmd: Command, draw: Draw = no_draw) -> LedgerError:
+    def refused(self, cmd: Command) -> LedgerError:
         """The command must be refused by a LedgerError naming a rule, changing nothing."""
         m = self.m
         before, before_hole, count = m.view(), m.view(reveal_hole=True), len(self.log)
         try:
-            execute(m, cmd, draw)
+            execute(m, cmd, NoShoe())
         except ShoeExhausted as e:  # pragma: no cover - a refusal never draws
             raise AssertionError(f"{cmd} drew from the shoe") from e
         except LedgerError as e:
@@ -323,6 +342,7 @@ class Player:
             self.command(("void", VOID_REASON))
             return
         self.run.shoe_kind, self.run.start, self.shoe = draw(shoes(rules, len(m.boxes)))
+        self.run.shoe = self.shoe
         self.command(("close_betting",))
 
     def to_command(self, choice: Legal) -> Command:

@@ -22,6 +22,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from ledger.cards import HIDDEN
 from ledger.engine import facts as f
 from ledger.engine.machine import RoundMachine
 from ledger.errors import LedgerError
@@ -200,6 +201,8 @@ class Oracle:
         if x.box == f.DEALER:
             if self.phase == "playing" and self.turn() is not None:
                 self.problem("dealer", f"dealer card {x.card} before every hand ended")
+            if not x.face_up and x.card != HIDDEN:
+                self.problem("dealer", f"{x}: a face-down card recorded with its face")
             self.dealer.append(x.card)
         else:
             self.card_to_hand(x)
@@ -252,8 +255,9 @@ class Oracle:
         self.expected_forfeits = None
 
     def on_HoleCardRevealed(self, x: f.HoleCardRevealed) -> None:
-        if not self.dealer or x.card != self.dealer[0]:
+        if self.dealer[:1] != [HIDDEN] or x.card == HIDDEN:
             self.problem("dealer", f"revealed {x.card}, the hole card was {self.dealer[:1]}")
+        self.dealer[0] = x.card
 
     def turn_action(self, x: f.HandHit | f.HandStood | f.HandDoubled | f.HandSplit) -> OHand:
         hand = self.boxes[x.box].hands[x.hand]
@@ -549,7 +553,7 @@ def test_commands_over_the_recorded_cards_give_the_recorded_facts(run: Run) -> N
     again = recording_machine(run.rules, run.limits, log)
     shoe = StackedShoe(" ".join(run.cards), start=run.start)
     for step in run.steps:
-        assert execute(again, step.command, shoe.draw) == step.facts, step.command
+        assert execute(again, step.command, shoe) == step.facts, step.command
         assert again.view() == step.after
     assert log == run.log
     assert not shoe.left()
@@ -571,7 +575,9 @@ def test_the_dealer_follows_its_policy(run: Run) -> None:
     rules = run.rules
     initial = 2 if rules.dealer_hole_card else 1
     starts = [i for i, s in enumerate(run.steps) if s.command == ("play_dealer",)]
-    dealer = [x.card for x in run.facts if isinstance(x, f.CardDealt) and x.box == f.DEALER]
+    turned = {x.position: x.card for x in run.facts if isinstance(x, f.HoleCardRevealed)}
+    dealer = [turned.get(x.position, x.card) for x in run.facts
+              if isinstance(x, f.CardDealt) and x.box == f.DEALER]
     if not starts:
         assert len(dealer) <= initial, dealer
         return

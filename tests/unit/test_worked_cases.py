@@ -297,6 +297,25 @@ def test_case_17_dealer_face_up_wild_card_makes_21_and_forfeits_nobody(play: Sta
     assert r.net("P3", 3) == -10
 
 
+def test_the_hole_card_is_recorded_face_down_until_the_dealer_turns_it_over(
+        play: Start) -> None:
+    # R-S2, R-H2: wild21's first dealer card is dealt face down. The deal records where it
+    # went, not its face, which is recorded when the dealer turns it over: until then nobody
+    # reading the record knows the dealer's hand (here the wild card: 21, R-W5).
+    r = wild(play, "TS 9H 8C W 7S 5H 9C 6D TH")
+    (hole,) = [x for x in r.facts if isinstance(x, f.CardDealt) and not x.face_up]
+    assert (type(hole), hole.card, hole.position) == (f.CardDealt, "hidden", 3)
+    assert "W" not in [x.card for x in r.facts if isinstance(x, f.CardDealt)]
+    assert r.m.view()["dealer"]["cards"] == ["hidden", "6D"]
+    r.stand("P1", 1).hit("P2", 2).stand("P3", 3).finish()
+    (turned,) = [x for x in r.facts if isinstance(x, f.HoleCardRevealed)]
+    assert (turned.card, turned.position) == ("W", 3)
+    assert r.dealer_cards() == ["W", "6D"]
+    assert r.m.dealer_total() == 21
+    assert [r.outcome(f"P{n}", n) for n in (1, 2, 3)] == [f.LOST] * 3
+    assert not [x for x in r.facts if isinstance(x, f.StakeForfeited)]
+
+
 def test_case_18_two_wild_cards_in_the_deal_exempt_both_holders(play: Start) -> None:
     r = wild(play, "W 9H TC TD 7S 5H W 9D 2D")
     forfeited = [x for x in r.facts if isinstance(x, f.StakeForfeited)]
