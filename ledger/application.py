@@ -53,6 +53,7 @@ from ledger.aggregates import ids
 from ledger.aggregates.account import HOUSE, PLAYER, Account
 from ledger.aggregates.receipt import Receipt
 from ledger.aggregates.round import Round
+from ledger.aggregates.rule_set import RuleSetRecord
 from ledger.aggregates.shoe import ShoeRecord
 from ledger.aggregates.table import Table
 from ledger.cards import HIDDEN, Card
@@ -152,7 +153,8 @@ class GameLedger(Application[UUID]):
             house = Account._create(Account.Created, id=ids.house_id(table_id),
                                     timestamp=self._clock(), owner=f"house:{name}", kind=HOUSE,
                                     currency=currency, actor=actor, request_id=request_id)
-            return {"table_id": str(table_id)}, [table, house]
+            return {"table_id": str(table_id)}, [
+                table, house, *self._name_and_version(rules, table, actor, request_id)]
 
         return UUID(self._run(request_id, actor, "open_table", payload, body)["table_id"])
 
@@ -174,7 +176,8 @@ class GameLedger(Application[UUID]):
                                 rules_hash=rules.content_hash, limits=merged.to_dict(),
                                 reason=reason, actor=actor, request_id=request_id,
                                 timestamp=self._now(table))
-            return {"table_id": str(table_id), "rules_hash": rules.content_hash}, [table]
+            return {"table_id": str(table_id), "rules_hash": rules.content_hash}, [
+                table, *self._name_and_version(rules, table, actor, request_id)]
 
         self._run(request_id, actor, "change_rules", payload, body)
 
@@ -830,6 +833,25 @@ class GameLedger(Application[UUID]):
             return self._get(Account, ids.account_id(player), "account")
         except NotFound:
             raise _no_account(player) from None
+
+    def _name_and_version(self, rules: RuleSet, table: Table, actor: str,
+                          request_id: str) -> list[Aggregate]:
+        """R-S1: a rule set's name and version stand for the content first recorded under
+        them (what the first use records, when ``table`` took the rules); other content
+        under them is refused."""
+        record_id = ids.rule_set_id(rules.name, rules.version)
+        try:
+            record = self._get(RuleSetRecord, record_id, "rule set")
+        except NotFound:
+            return [RuleSetRecord._create(
+                RuleSetRecord.Created, id=record_id, timestamp=table.modified_on,
+                name=rules.name, version=rules.version, rules=rules.to_dict(),
+                rules_hash=rules.content_hash, actor=actor, request_id=request_id)]
+        if record.rules_hash != rules.content_hash:
+            raise RuleSetInvalid("version", f"{rules.name} v{rules.version} stands for other "
+                                 f"rules already (content hash {record.rules_hash}); give "
+                                 "these rules a version of their own")
+        return []
 
     def _last_round_ended(self, table: Table) -> tuple[Round, ...]:
         """The table's last round, if it has one, refused if it is still in play: what comes

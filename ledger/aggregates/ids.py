@@ -29,3 +29,7 @@ def house_id(table: UUID) -> UUID:
 
 def receipt_id(request_id: str) -> UUID:
     return uuid5(NAMESPACE, f"request/{request_id}")
+
+
+def rule_set_id(name: str, version: int) -> UUID:
+    return uuid5(NAMESPACE, f"rules/{version}/{name}")

@@ -258,6 +258,26 @@ def test_rules_under_a_presets_name_and_version_are_that_preset(
     app.open_table("o", "boss", "T2", CASINO.evolve(decks=2, version=2))
 
 
+def test_a_rule_sets_name_and_version_stand_for_the_rules_first_recorded_under_them(
+        make_ledger: MakeLedger) -> None:
+    # Two "wild evening v2" with different payouts would replay as the same rules (R-S1).
+    desk = Desk(make_ledger())
+    app = desk.app
+    evening = CASINO_WILD.evolve(name="wild evening", version=2, natural_pays=(6, 5))
+    app.open_table("o1", "boss", "T2", evening)
+    other = evening.evolve(natural_pays=(7, 5))
+    refusal = unchanged(app, lambda: app.open_table("o2", "boss", "T3", other),
+                        RuleSetInvalid, "R-S1")
+    assert refusal.field == "version"
+    assert evening.content_hash in str(refusal)
+    unchanged(app, lambda: app.change_rules("r1", "manager", desk.table, other,
+                                            TableLimits(), "new payout"), RuleSetInvalid, "R-S1")
+    # The same rules again, or under a version of their own, are welcome.
+    app.open_table("o3", "boss", "T3", evening)
+    app.change_rules("r2", "manager", desk.table, other.evolve(version=3), TableLimits(),
+                     "new payout")
+
+
 def test_a_rounds_events_never_go_back_in_time_when_the_clock_does() -> None:
     now = [datetime(2026, 1, 1, 6, 0, 1, tzinfo=UTC)]
     app = GameLedger(env={"PERSISTENCE_MODULE": "eventsourcing.popo"},

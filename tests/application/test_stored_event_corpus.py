@@ -74,6 +74,9 @@ def test_the_session_played_today_records_the_first_versions_events_byte_for_byt
     sealed (its salt and the encryption of its order) and what the reveal repeats."""
     stored, today = json.loads(CORPUS.read_text()), record_session()
     random_when_sealed = {"pitboss:Shoe.Created", "pitboss:Shoe.Retired"}
+    # Events of a kind the first version did not have come on top of its events, not instead.
+    added_since = {"pitboss:RuleSet.Created"}
+    today["events"] = [e for e in today["events"] if e["topic"] not in added_since]
     assert [(e["originator_id"], e["originator_version"], e["topic"]) for e in today["events"]] \
         == [(e["originator_id"], e["originator_version"], e["topic"]) for e in stored["events"]]
     changed = [e["topic"] for e, old in zip(today["events"], stored["events"], strict=True)

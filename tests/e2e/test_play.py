@@ -204,6 +204,13 @@ def test_a_manager_changes_the_rules_for_future_rounds_only(make_app):
     r2 = desk.round()
     assert http.ok(http.get(f"/rounds/{r}"))["rules_hash"] == old_hash
     assert http.ok(http.get(f"/rounds/{r2}"))["rules_hash"] == table["rules_hash"] != old_hash
+    # "wild evening v1" stands for those rules now: other payouts need a version of their own.
+    desk.do("void", role="manager", reason="payout change")
+    other = {**body, "overrides": {"name": "wild evening", "decks": 4, "natural_pays": [7, 5]}}
+    refused = http.post(f"/tables/{desk.table}/rules", other, role="manager")
+    assert problem_of(refused, 422)["errors"] == {"version": [
+        f"Setting 'version' is invalid: wild evening v1 stands for other rules already "
+        f"(content hash {table['rules_hash']}); give these rules a version of their own."]}
 
 
 def test_tables_list_their_rounds_a_page_at_a_time(make_app):
