@@ -17,6 +17,8 @@ from api.schemas import (
     ChainHeadSchema,
     ChainQuerySchema,
     ChainReportSchema,
+    EntriesPageSchema,
+    EntriesQuerySchema,
     EventSchema,
     FindingsSchema,
     FrameSchema,
@@ -84,6 +86,16 @@ def verify_shoe(shoe_id: UUID) -> dict[str, Any]:
     card of the order (R-H2, R-H3). A live shoe answers with one finding saying so."""
     findings = ledger().verify_shoe(shoe_id)
     return {"ok": not findings, "findings": findings}
+
+
+@blp.route("/tables/<uuid:table_id>/events", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.arguments(EntriesQuerySchema(), location="query", unknown="raise")
+@blp.response(200, EntriesPageSchema)
+def table_events(query: dict[str, Any], table_id: UUID) -> dict[str, Any]:
+    """The table's record, a page at a time: who opened it, changed its rules and why, started
+    each shoe and round, closed and reopened it, and when (R-S1)."""
+    return ledger().table_events(table_id, after=query["after"], limit=query["limit"])
 
 
 @blp.route("/tables/<uuid:table_id>/house", methods=["GET"])

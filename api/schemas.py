@@ -587,8 +587,15 @@ class ShoeSchema(Out):
     size = fields.Integer(required=True)
     cut = fields.Integer(required=True)
     position = fields.Integer(required=True)
-    commitment = fields.String(required=True)
+    commitment = fields.String(required=True, metadata={
+        "description": "SHA-256 (hex) of the text 'pitboss-shoe-v1', a newline, the salt in hex, "
+                       "a newline and the order's card codes joined by commas."})
+    committed_at = fields.String(required=True, metadata={
+        "format": "date-time", "description": "When the commitment was recorded: before the "
+                                              "shoe's first card (R-H2)."})
     retired = fields.Boolean(required=True)
+    retired_at = fields.String(metadata={"format": "date-time",
+                                         "description": "Only once retired."})
     order = fields.List(fields.String(), metadata={"description": "Only once retired."})
     salt = fields.String(metadata={"description": "Only once retired."})
     verified = fields.Boolean(metadata={"description": "Only once retired."})

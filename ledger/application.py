@@ -560,14 +560,28 @@ class GameLedger(Application[UUID]):
         """A page of the account's entries in order, the first after version ``after``,
         ``limit`` at most: ``items``, and ``next_after`` to pass for the next page (None on
         the last)."""
+        account_id = ids.account_id(player)
+        page = self._events_page(account_id, after, limit)
+        if not page["items"] and not self._exists(account_id):
+            raise _no_account(player)
+        return page
+
+    def table_events(self, table_id: UUID, *, after: int = 0,
+                     limit: int = 100) -> dict[str, Any]:
+        """A page of the table's events in order, the first after version ``after``: who
+        opened it, changed its rules (and why), started its shoes and rounds, closed and
+        reopened it, and when; ``next_after`` as for :meth:`account_entries`."""
+        first = next(iter(self.events.get(table_id, limit=1)), None)
+        if not isinstance(first, Table.Created):
+            raise NotFound(f"There is no table {table_id}.", "R-V1")
+        return self._events_page(table_id, after, limit)
+
+    def _events_page(self, aggregate_id: UUID, after: int, limit: int) -> dict[str, Any]:
         limit = _page(limit)
         if type(after) is not int or not 0 <= after <= VERSION_MAX:
             raise DecisionRefused(f"A page starts after a version from 0 to {VERSION_MAX}.",
                                   field="after")
-        account_id = ids.account_id(player)
-        if not self._exists(account_id):
-            raise _no_account(player)
-        events = list(self.events.get(account_id, gt=after, limit=limit + 1))
+        events = list(self.events.get(aggregate_id, gt=after, limit=limit + 1))
         more = len(events) > limit
         items = [_describe(e) for e in events[:limit]]
         return {"items": items, "next_after": items[-1]["version"] if more else None}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -63,6 +64,7 @@ class ShoeRecord(Aggregate):
             shoe.retired = True
             shoe.revealed_order = list(self.order)
             shoe.salt = self.salt
+            shoe.retired_at = self.timestamp
 
     def __init__(self, table_id: UUID, shoe_no: int, decks: int, wild_cards: int, size: int,
                  cut: int, commitment: str, sealing: str, sealed_order: str, actor: str,
@@ -79,6 +81,7 @@ class ShoeRecord(Aggregate):
         self.retired = False
         self.revealed_order: list[str] | None = None
         self.salt: str | None = None
+        self.retired_at: datetime | None = None
 
     @property
     def cut_card_out(self) -> bool:
@@ -89,10 +92,13 @@ class ShoeRecord(Aggregate):
         out: dict[str, Any] = {
             "shoe_id": str(self.id), "table_id": str(self.table_id), "shoe_no": self.shoe_no,
             "size": self.size, "cut": self.cut, "position": self.position,
-            "commitment": self.commitment, "retired": self.retired,
+            "commitment": self.commitment, "committed_at": self.created_on.isoformat(),
+            "retired": self.retired,
         }
         if self.retired and self.revealed_order is not None and self.salt is not None:
             out["order"] = self.revealed_order
             out["salt"] = self.salt
             out["verified"] = verify_commitment(self.revealed_order, self.salt, self.commitment)
+            if self.retired_at is not None:
+                out["retired_at"] = self.retired_at.isoformat()
         return out

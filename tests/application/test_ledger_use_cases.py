@@ -439,6 +439,16 @@ def test_round_queries_refuse_the_id_of_something_else(make_ledger: MakeLedger) 
             query(desk.table)
 
 
+def test_a_tables_record_is_a_tables_only(make_ledger: MakeLedger) -> None:
+    desk = Desk(make_ledger())
+    app, r = desk.app, desk.round()
+    assert [e["type"] for e in app.table_events(desk.table)["items"]] == [
+        "Created", "ShoeStarted", "RoundStarted"]
+    for other in (r, ids.account_id("P1")):
+        with pytest.raises(NotFound, match="no table"):
+            app.table_events(other)
+
+
 def test_chips_of_another_currency_are_refused_at_the_table(make_ledger: MakeLedger) -> None:
     desk = Desk(make_ledger())
     app, r = desk.app, desk.round()

@@ -213,6 +213,35 @@ def test_a_manager_changes_the_rules_for_future_rounds_only(make_app):
         f"(content hash {table['rules_hash']}); give these rules a version of their own."]}
 
 
+def test_an_auditor_reads_who_put_the_rules_in_force_and_when_a_shoe_was_committed(make_app):
+    desk = desk_with(make_app, "")
+    http = desk.http
+    r = desk.round()
+    desk.do("void", role="manager", reason="table change")
+    body = {"preset": "casino", "overrides": {"name": "short shoe", "decks": 2},
+            "reason": "two decks tonight"}
+    http.ok(http.post(f"/tables/{desk.table}/rules", body, role="manager"))
+    events = http.ok(http.get(f"/audit/tables/{desk.table}/events", role="auditor"))
+    assert [e["type"] for e in events["items"]] == [
+        "Created", "ShoeStarted", "RoundStarted", "RulesChanged"]
+    changed = events["items"][-1]
+    assert (changed["actor"], changed["data"]["reason"]) == ("manager-terminal",
+                                                           "two decks tonight")
+    assert changed["data"]["rules"]["decks"] == 2
+    first = http.ok(http.get(f"/audit/tables/{desk.table}/events", role="auditor", limit=1))
+    assert (first["items"], first["next_after"]) == (events["items"][:1], 1)
+    shoe = http.ok(http.get(f"/audit/shoes/{http.ok(http.get(f'/rounds/{r}'))['shoe_id']}",
+                            role="auditor"))
+    assert shoe["committed_at"] <= events["items"][1]["timestamp"]  # before the table took it
+    assert "retired_at" not in shoe
+    http.ok(http.post(f"/tables/{desk.table}/close", {"reason": "end of shift"}))
+    shoe = http.ok(http.get(f"/audit/shoes/{shoe['shoe_id']}", role="auditor"))
+    closed = http.ok(http.get(f"/audit/tables/{desk.table}/events", role="auditor",
+                              after=4))["items"]
+    assert [e["type"] for e in closed] == ["Closed"]
+    assert shoe["committed_at"] < shoe["retired_at"] <= closed[0]["timestamp"]
+
+
 def test_tables_list_their_rounds_a_page_at_a_time(make_app):
     desk = desk_with(make_app, "")
     http = desk.http

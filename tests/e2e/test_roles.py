@@ -42,6 +42,7 @@ ROUTE_ROLES: dict[tuple[str, str], set[str]] = {
     ("GET", "/audit/shoes/<uuid:shoe_id>"): AUDIT,
     ("GET", "/audit/shoes/<uuid:shoe_id>/verification"): AUDIT,
     ("GET", "/audit/tables/<uuid:table_id>/house"): AUDIT,
+    ("GET", "/audit/tables/<uuid:table_id>/events"): AUDIT,
     ("GET", "/audit/chain"): AUDIT,
     ("GET", "/audit/chain/head"): AUDIT,
 }
