@@ -106,6 +106,15 @@ def house(table_id: UUID) -> dict[str, Any]:
     return ledger().house(table_id)
 
 
+@blp.route("/tables/<uuid:table_id>/house/entries", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.arguments(EntriesQuerySchema(), location="query", unknown="raise")
+@blp.response(200, EntriesPageSchema)
+def house_entries(query: dict[str, Any], table_id: UUID) -> dict[str, Any]:
+    """The house account's statement: every entry in order, a page at a time (R-M4)."""
+    return ledger().house_entries(table_id, after=query["after"], limit=query["limit"])
+
+
 @blp.route("/chain", methods=["GET"])
 @guard(blp, *AUDITORS)
 @blp.arguments(ChainQuerySchema(), location="query", unknown="raise")

@@ -566,6 +566,15 @@ class GameLedger(Application[UUID]):
             raise _no_account(player)
         return page
 
+    def house_entries(self, table_id: UUID, *, after: int = 0,
+                      limit: int = 100) -> dict[str, Any]:
+        """A page of the table's house account entries (its statement), as for a player's."""
+        house_id = ids.house_id(table_id)
+        page = self._events_page(house_id, after, limit)
+        if not page["items"] and not self._exists(house_id):
+            raise NotFound(f"There is no house account for table {table_id}.", "R-M4")
+        return page
+
     def table_events(self, table_id: UUID, *, after: int = 0,
                      limit: int = 100) -> dict[str, Any]:
         """A page of the table's events in order, the first after version ``after``: who

@@ -45,6 +45,10 @@ def test_a_casino_round_is_played_settled_and_replayed(make_app):
     assert desk.balance("P2") == (950, 0)
     house = http.ok(http.get(f"/audit/tables/{desk.table}/house"))
     assert house["available"] == -50
+    statement = http.ok(http.get(f"/audit/tables/{desk.table}/house/entries"))["items"]
+    assert [(e["type"], e["data"].get("available_delta")) for e in statement] == [
+        ("Created", None), ("Posted", -50)]
+    assert statement[-1]["data"]["round_id"] == r
     assert http.ok(http.get(f"/audit/rounds/{r}/check")) == {"ok": True, "findings": []}
     events = http.ok(http.get(f"/audit/rounds/{r}/events"))
     assert [e["version"] for e in events] == list(range(1, len(events) + 1))

@@ -43,6 +43,7 @@ ROUTE_ROLES: dict[tuple[str, str], set[str]] = {
     ("GET", "/audit/shoes/<uuid:shoe_id>/verification"): AUDIT,
     ("GET", "/audit/tables/<uuid:table_id>/house"): AUDIT,
     ("GET", "/audit/tables/<uuid:table_id>/events"): AUDIT,
+    ("GET", "/audit/tables/<uuid:table_id>/house/entries"): AUDIT,
     ("GET", "/audit/chain"): AUDIT,
     ("GET", "/audit/chain/head"): AUDIT,
 }
