@@ -24,6 +24,8 @@ def cards(codes: Iterable[str]) -> str:
 
 
 def _where(data: Mapping[str, Any]) -> str:
+    if data.get("line") == "insurance":
+        return "insurance"
     if data.get("box") == 0:
         return "the dealer"
     hand = data.get("hand", 0)
@@ -36,7 +38,7 @@ def sentence(event_type: str, data: Mapping[str, Any]) -> str:
     match event_type:
         case "Created" if "round_no" in d:
             return f"round {d['round_no']} opens under {d['rules']['name']} " \
-                   f"v{d['rules']['version']} ({d['currency']})"
+                   f"v{d['rules']['version']} ({d['currency']}; rules {d['rules_hash'][:12]})"
         case "StakePlaced":
             return f"{d['bettor']} stakes {d['amount']} on box {d['box']}"
         case "StakeWithdrawn":
@@ -65,7 +67,7 @@ def sentence(event_type: str, data: Mapping[str, Any]) -> str:
             net = d["released"] + d["won"] - d["held"]
             prize = f", prize {d['prize']}" if d.get("prize") else ""
             return (f"{d['bettor']} on {_where(d)}: {d['outcome']} {net:+d}{prize} "
-                    f"({d['reason']})")
+                    f"({d['reason']}; {_arithmetic(d)})")
         case "DealerFinished":
             state = "bust" if d["bust"] else ("natural" if d["natural"] else "stands")
             return f"the dealer {state} on {d['total']}: {cards(d['cards'])}"
@@ -73,12 +75,29 @@ def sentence(event_type: str, data: Mapping[str, Any]) -> str:
             results = ", ".join(f"{p} {n:+d}" for p, n in sorted(d["results"].items()))
             return f"round settled: {results or 'no stakes'}; house {d['house_result']:+d}"
         case "RoundVoided":
-            return f"round voided: {d['reason']}"
+            back = [f"{p} {n}" for p, n in sorted(d["released"].items()) if n]
+            undone = [f"{p} {n:+d}" for p, n in sorted(d["reversals"].items()) if n]
+            return (f"round voided: {d['reason']} (released: {', '.join(back) or 'nothing'}"
+                    + (f"; settled results undone: {', '.join(undone)}" if undone else "")
+                    + ")")
         case "RulingRecorded":
             moves = ", ".join(f"{p} {n:+d}" for p, n in sorted(d["adjustments"].items()))
             corrects = ", ".join(f"v{version}" for version in d["corrects"])
             return f"ruling: {d['reason']} ({moves}; corrects {corrects})"
     return event_type
+
+
+def _arithmetic(d: Mapping[str, Any]) -> str:
+    """How a settlement's amounts follow: the stake, the rate, what rounding left (R-M2)."""
+    (num, den), (left, over) = d["rate"], d["remainder"]
+    parts = [f"stake {d['held']}", f"rate {num}:{den}"]
+    if d["released"]:
+        parts.append(f"{d['released']} back")
+    if d["won"]:
+        parts.append(f"{d['won']} paid")
+    if left:
+        parts.append(f"{left}/{over} rounded away" if over != 1 else f"{left} rounded away")
+    return ", ".join(parts)
 
 
 def table(state: Mapping[str, Any]) -> list[str]:

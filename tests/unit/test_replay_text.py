@@ -37,9 +37,10 @@ def test_each_event_is_a_line_and_the_settled_table_shows_how_each_hand_ended() 
     events = [line for line in lines if line.startswith("v")]
     assert len(events) == len(frames)
     assert events[0].split()[2:] == ["dealer", "round", "1", "opens", "under", "casino", "v1",
-                                     "(EUR)"]
+                                     "(EUR;", "rules", f"{CASINO.content_hash[:12]})"]
     assert any(e.endswith("P1 doubles on box 1 (+100)") for e in events)
-    assert any("P1 on box 1: won +200" in e for e in events)
+    assert any(e.endswith("P1 on box 1: won +200 (21 beats the dealer's 17 (R-G5); stake 200, "
+                          "rate 1:1, 200 back, 200 paid)") for e in events), events
     assert any("P2 on box 2: won +50" in e for e in events)
     assert events[-1].endswith("round settled: P1 +200, P2 +50; house -250")
     final = lines[lines.index(events[-1]) + 1:]
@@ -62,3 +63,23 @@ def test_a_ruling_names_the_versions_it_corrects() -> None:
     line = sentence("RulingRecorded", {"reason": "short paid", "adjustments": {"P2": 5},
                                        "corrects": [18, 19]})
     assert line == "ruling: short paid (P2 +5; corrects v18, v19)"
+
+
+def test_a_settlement_shows_its_arithmetic_and_insurance_is_named() -> None:
+    natural = {"line": "main", "bettor": "ann", "box": 1, "hand": 0, "outcome": "won",
+               "held": 15, "released": 15, "lost": 0, "won": 22, "rate": [3, 2],
+               "remainder": [1, 2], "reason": "natural (R-G6)", "prize": ""}
+    assert sentence("StakeSettled", natural) == (
+        "ann on box 1: won +22 (natural (R-G6); stake 15, rate 3:2, 15 back, 22 paid, "
+        "1/2 rounded away)")
+    insurance = {**natural, "line": "insurance", "box": 0, "outcome": "lost", "released": 0,
+                 "lost": 15, "won": 0, "rate": [0, 1], "remainder": [0, 1],
+                 "reason": "no dealer natural (R-C5)"}
+    assert sentence("StakeSettled", insurance) == (
+        "ann on insurance: lost -15 (no dealer natural (R-C5); stake 15, rate 0:1)")
+
+
+def test_a_void_says_what_it_released_and_what_it_took_back() -> None:
+    line = sentence("RoundVoided", {"reason": "misdeal", "released": {"ann": 100, "bob": 0},
+                                    "reversals": {"bob": -15}})
+    assert line == "round voided: misdeal (released: ann 100; settled results undone: bob -15)"
