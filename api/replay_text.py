@@ -116,10 +116,14 @@ def table(state: Mapping[str, Any]) -> list[str]:
 
 
 def status(hand: Mapping[str, Any]) -> str:
-    """A hand's standing: bust, surrendered or forfeited; else doubled, stood or still live."""
+    """A hand's standing: bust, surrendered or forfeited; else a natural, doubled or stood;
+    else settled (even money), done (21 reached) or still live."""
     if hand["status"] != "live":
         return str(hand["status"])
-    return "doubled" if hand["doubled"] else "stood" if hand["stood"] else "live"
+    for flag in ("natural", "doubled", "stood", "settled", "done"):
+        if hand.get(flag):
+            return flag
+    return "live"
 
 
 def render(frames: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -455,7 +455,17 @@ class HandSchema(Out):
     doubled = fields.Boolean(required=True)
     stood = fields.Boolean(required=True)
     done = fields.Boolean(required=True)
+    natural = fields.Boolean(required=True, metadata={
+        "description": "An ace and a ten-value card as the first two of an unsplit box (R-G6)."})
+    settled = fields.Boolean(required=True, metadata={
+        "description": "Every stake on the hand is settled (see results)."})
     stakes = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
+
+
+class RulingRecordSchema(Out):
+    reason = fields.String(required=True)
+    corrects = fields.List(fields.Integer(), required=True)
+    adjustments = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
 
 
 class BoxSchema(Out):
@@ -506,6 +516,9 @@ class RoundStateSchema(Out):
     results = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
     house_result = fields.Integer(required=True)
     void_reason = fields.String(required=True, allow_none=True)
+    rulings = fields.List(fields.Nested(RulingRecordSchema), required=True, metadata={
+        "description": "Managers' rulings on the settled round (R-V2): results include their "
+                       "adjustments."})
 
 
 class CommandResultSchema(Out):

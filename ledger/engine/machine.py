@@ -1125,6 +1125,9 @@ class RoundMachine:
                 "soft": hand_total(b.hands[h].cards)[1] if b.hands[h].cards else False,
                 "status": b.hands[h].status, "doubled": b.hands[h].doubled,
                 "stood": b.hands[h].stood, "done": b.hands[h].done,
+                "natural": self.is_natural(b, b.hands[h]),
+                "settled": not any((f.MAIN, bettor, number, h) in self.open_stakes
+                                   for bettor in b.hands[h].stakes),
                 "stakes": dict(b.hands[h].stakes),
             } for h in b.order]
             boxes.append({"box": number, "owner": b.owner, "bettors": list(b.bettors),
@@ -1146,6 +1149,8 @@ class RoundMachine:
             "results": dict(self.results),
             "house_result": self.house,
             "void_reason": self.void_reason or None,
+            "rulings": [{"reason": r.reason, "corrects": list(r.corrects),
+                         "adjustments": dict(r.adjustments)} for r in self.rulings],
         }
 
 

@@ -188,6 +188,8 @@ def test_a_manager_voids_a_round_and_rules_on_a_settled_one(make_app):
     body = {"reason": "paid short", "corrects": [3], "adjustments": {"P1": 5}}
     answer = http.ok(http.post(f"/rounds/{r2}/rulings", body, role="manager"))
     assert answer["round"]["phase"] == "settled"
+    assert answer["round"]["rulings"] == [{k: body[k] for k in ("reason", "corrects",
+                                                                 "adjustments")}]
     assert desk.balance("P1")[0] == before + 5
 
 

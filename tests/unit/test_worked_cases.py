@@ -78,9 +78,14 @@ def test_case_03_dealer_draws_on_soft_16(play: Start) -> None:
 # -- 4 ---------------------------------------------------------------------------------
 
 def test_case_04_natural_beats_dealer_three_card_21_and_pays_3_to_2(play: Start) -> None:
-    r = casino(play, "AS TH TD KS 7C 5D 6D").stand("P2", 2).finish()
+    r = casino(play, "AS TH TD KS 7C 5D 6D").stand("P2", 2)
+    hands = [b["hands"][0] for b in r.m.view()["boxes"]]
+    assert [(h["natural"], h["settled"]) for h in hands] == [(True, False), (False, False)]
+    r.finish()
     assert r.dealer_cards() == ["TD", "5D", "6D"]
     assert r.net("P1", 1) == 15
+    hands = [b["hands"][0] for b in r.m.view()["boxes"]]
+    assert [(h["natural"], h["settled"]) for h in hands] == [(True, True), (False, True)]
 
 
 def test_case_04_natural_pushes_dealer_natural(play: Start) -> None:
