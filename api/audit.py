@@ -136,7 +136,8 @@ def chain(query: dict[str, Any]) -> dict[str, Any]:
     return {"rows": report.rows, "head": report.head,
             "head_notification_id": report.head_notification_id, "intact": report.intact,
             "findings": report.findings, "complete": report.complete,
-            "from_start": report.from_start, "next_after": report.next_after}
+            "from_start": report.from_start, "next_after": report.next_after,
+            "kept_head_checked": report.kept_head_checked}
 
 
 @blp.route("/chain/head", methods=["GET"])

@@ -630,6 +630,10 @@ class ChainReportSchema(Out):
                        "it, and a kept head's proof, rest on the parts before it."})
     next_after = fields.Integer(required=True, allow_none=True, metadata={
         "description": "Pass as after= for the next part; null once complete or broken."})
+    kept_head_checked = fields.Boolean(required=True, metadata={
+        "description": "Whether this part compared expected_head (or found its event "
+                       "missing): false when it stopped before expected_at; go on from "
+                       "next_after until it is true."})
 
 
 class ChainHeadSchema(Out):

@@ -463,6 +463,7 @@ class ChainReport:
     findings: list[str]
     complete: bool = True
     from_start: bool = True
+    kept_head_checked: bool = False  # an expected head was compared (or found missing)
 
     @property
     def intact(self) -> bool:
@@ -517,8 +518,9 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
                                f"the head kept outside was taken at notification {kept_at}, "
                                f"before this part: start after {kept_at} or earlier"])
     # At the part's start, the kept head is compared with the link the part before checked.
+    checked = kept_at == after
     findings = (_kept_head_findings(after, after, previous.hex(), expected_head)
-                if kept_at == after else [])
+                if checked else [])
     pending = kept_at if kept_at is not None and kept_at > after else None
     rows = 0
     last_id = after
@@ -541,7 +543,7 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
         previous = expected
         if pending is not None and last_id >= pending:
             findings += _kept_head_findings(pending, last_id, expected.hex(), expected_head)
-            pending = None
+            pending, checked = None, True
             if findings:
                 break
         if on_row is not None:
@@ -552,8 +554,10 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
             findings += _kept_head_findings(pending, last_id, head, expected_head)
         elif kept_at is None and expected_head != head:
             findings.append(f"the chain head is {head}, not the {expected_head} kept outside")
+        checked = checked or kept_at is None or pending is not None
     return ChainReport(rows=rows, head=head, head_notification_id=last_id, findings=findings,
-                       complete=reached_end and not findings, from_start=from_start)
+                       complete=reached_end and not findings, from_start=from_start,
+                       kept_head_checked=expected_head is not None and checked)
 
 
 def _kept_head_findings(at: int, reached: int, recomputed: str, kept: str | None) -> list[str]:

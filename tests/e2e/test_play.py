@@ -318,6 +318,7 @@ def test_the_event_store_chain_verifies_and_its_head_moves_with_each_event(make_
     # Taken at its notification id, the kept head still proves everything up to it.
     kept = {"expected_head": head["head"], "expected_at": head["notification_id"]}
     since = http.ok(http.get("/audit/chain", **kept))
+    assert since["kept_head_checked"]
     assert since["intact"], since["findings"]
     assert since["head_notification_id"] > head["notification_id"]
     other = http.ok(http.get("/audit/chain", **{**kept, "expected_head": "0" * 64}))

@@ -233,6 +233,11 @@ def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
     assert isinstance(recorder, LedgerRecorder)
     kept_at, kept = chain_head(recorder)
     app.buy_in("later", "cashier", "P1", 50)  # the ledger goes on after the head was kept
+    # A part that stops before the kept head's event is intact so far, and says it did not
+    # get to compare it; walked on, it does.
+    short = verify_chain(recorder, limit=1, expected_head=kept, expected_at=kept_at)
+    assert (short.intact, short.kept_head_checked) == (True, False)
+    assert verify_chain(recorder, expected_head=kept, expected_at=kept_at).kept_head_checked
     with behind_the_ledger(database, env) as (conn, table):  # a superuser rewrites history...
         alter_buy_ins(conn, table)
         previous = GENESIS  # ...and every link after it, so the chain is whole again
@@ -249,6 +254,7 @@ def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
     assert report.findings[0].endswith(f"not the {kept} kept outside: the record up to it "
                                        "was altered")
     assert (report.complete, report.next_after) == (False, None)  # it stopped at the break
+    assert report.kept_head_checked
     # Walked from the kept head onwards, the link there is the one compared.
     onwards = verify_chain(recorder, after=kept_at, expected_head=kept, expected_at=kept_at)
     assert onwards.findings == [report.findings[0]]
@@ -263,6 +269,7 @@ def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
                                "kept outside was taken: it was removed, or the id is not the "
                                "one kept with it"]
     assert not beyond.complete
+    assert beyond.kept_head_checked
 
 
 def test_processes_starting_together_create_the_tables_once_without_deadlock(
