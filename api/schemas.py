@@ -458,7 +458,8 @@ class HandSchema(Out):
     natural = fields.Boolean(required=True, metadata={
         "description": "An ace and a ten-value card as the first two of an unsplit box (R-G6)."})
     settled = fields.Boolean(required=True, metadata={
-        "description": "Every stake on the hand is settled (see results)."})
+        "description": "Every stake on the hand is settled (see results); never in a "
+                       "voided round, which returns them."})
     stakes = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
 
 

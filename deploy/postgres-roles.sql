@@ -12,7 +12,8 @@
 --                 triggers refuse changes anyway), nor drop a trigger (only the owner can).
 -- pitboss_auditor read-only access for auditors' own tools. Live shoe orders are sealed
 --                 (AES-GCM, key held by the service only) and a face-down card is recorded
---                 without its face until it is turned over, so reading events reveals none.
+--                 without its face until it is turned over, so reading events reveals none
+--                 (rounds recorded by earlier versions of pitboss hold a face-down card's face).
 --
 -- Passwords are set outside this file: ALTER ROLE ... PASSWORD ...
 

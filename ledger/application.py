@@ -78,7 +78,7 @@ from ledger.errors import (
 from ledger.money import HOUSE as HOUSE_KEY
 from ledger.money import net_movements
 from ledger.plays import Play
-from ledger.rules import RuleSet, TableLimits, preset_clash
+from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer
 from ledger.shoe import Shoe, commitment, cut_position, fresh_order, new_salt
 from ledger.storage import LedgerRecorder, newest_with_topic
@@ -164,20 +164,25 @@ class GameLedger(Application[UUID]):
         or, given as a mapping, changes the named ones over the limits the table has when
         the command runs (so two managers changing different limits keep both)."""
         _check_reason(reason, "R-S1")
-        _check_rule_set(rules)
         changes = limits.to_dict() if isinstance(limits, TableLimits) else dict(limits)
         payload = {"table_id": str(table_id), "rules": rules.to_dict(), "limits": changes,
                    "reason": reason}
 
         def body() -> tuple[Result, list[Aggregate]]:
             table = self._get(Table, table_id, "table")
+            # A table keeping its rules (new limits only) keeps them as they were put in force,
+            # checked then (or by an earlier version of the ledger).
+            kept = table.rules_hash == rules.content_hash
+            if not kept:
+                _check_rule_set(rules)
             merged = TableLimits.from_dict({**table.limits, **changes})
             table.trigger_event(Table.RulesChanged, rules=rules.to_dict(),
                                 rules_hash=rules.content_hash, limits=merged.to_dict(),
                                 reason=reason, actor=actor, request_id=request_id,
                                 timestamp=self._now(table))
+            recorded = [] if kept else self._name_and_version(rules, table, actor, request_id)
             return {"table_id": str(table_id), "rules_hash": rules.content_hash}, [
-                table, *self._name_and_version(rules, table, actor, request_id)]
+                table, *recorded]
 
         self._run(request_id, actor, "change_rules", payload, body)
 
@@ -192,7 +197,8 @@ class GameLedger(Application[UUID]):
             last = self._last_round_ended(table)
             touched: list[Aggregate] = [table]
             if table.shoe_id is not None:
-                touched += self._retire_shoe(table.shoe_id, "table closed", actor, request_id)
+                touched += self._retire_shoe(table.shoe_id, "table closed", actor, request_id,
+                                             after=last)
             table.trigger_event(Table.Closed, reason=reason, actor=actor,
                                 request_id=request_id, timestamp=self._now(table, *last))
             return {"table_id": str(table_id)}, touched
@@ -225,7 +231,7 @@ class GameLedger(Application[UUID]):
             why = "no shoe yet" if shoe_id is None else self._why_replace_shoe(shoe_id, rules)
             if why is not None:
                 if shoe_id is not None:
-                    touched += self._retire_shoe(shoe_id, why, actor, request_id)
+                    touched += self._retire_shoe(shoe_id, why, actor, request_id, after=last)
                 new_shoe = self._new_shoe(table, rules, actor, request_id)
                 touched.append(new_shoe)
                 shoe_id = new_shoe.id
@@ -535,7 +541,7 @@ class GameLedger(Application[UUID]):
         was started under, then its facts."""
         created, *rest = self._round_events(round_id)
         rules = RuleSet.from_dict(created.rules)
-        if rules.content_hash != created.rules_hash:
+        if rules_hash(created.rules) != created.rules_hash:
             # Re-run, altered rules would blame the settlement for what was done to them.
             return [f"v1: the rules recorded ({rules.name} v{rules.version}) do not match the "
                     f"content hash recorded with them, {created.rules_hash}: the record of the "
@@ -920,15 +926,16 @@ class GameLedger(Application[UUID]):
         self._remember(record, order)
         return record
 
-    def _retire_shoe(self, shoe_id: UUID, reason: str, actor: str,
-                     request_id: str) -> list[Aggregate]:
+    def _retire_shoe(self, shoe_id: UUID, reason: str, actor: str, request_id: str, *,
+                     after: tuple[Round, ...]) -> list[Aggregate]:
+        """Retire the shoe and reveal its order (R-H2), after the round ``after`` ended."""
         record = self._get(ShoeRecord, shoe_id, "shoe")
         if record.retired:
             return []
         order, salt = self._sealer().open(shoe_id, record.sealed_order)
         record.trigger_event(ShoeRecord.Retired, order=list(order), salt=salt.hex(),
                              reason=reason, actor=actor, request_id=request_id,
-                             timestamp=self._now(record))
+                             timestamp=self._now(record, *after))
         with self._orders_lock:
             self._orders.pop((shoe_id, record.commitment), None)
         return [record]
@@ -1090,6 +1097,14 @@ def _check_new_name(what: str, name: str) -> None:
 
 
 def _check_rule_set(rules: RuleSet) -> None:
+    """What a rule set put in force must be besides valid: its name written one way only,
+    as table names are (it is looked up with its version, R-S1), and not a preset's own name
+    and version for other rules."""
+    name = rules.name
+    if not name.isprintable() or name != name.strip() \
+            or unicodedata.normalize("NFC", name) != name or unicodedata.combining(name[0]):
+        raise RuleSetInvalid("name", "it must be printable, without surrounding spaces, in "
+                             "composed form (Unicode NFC) and not start with an accent")
     clash = preset_clash(rules)
     if clash is not None:
         raise RuleSetInvalid("name", clash)

@@ -69,13 +69,9 @@ class RuleSet:
         """Plain JSON-ready content; ratios as two-element lists."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
-    def canonical(self) -> bytes:
-        """The stable encoding its hash is taken over: sorted keys, no spaces, UTF-8."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode()
-
     @property
     def content_hash(self) -> str:
-        return hashlib.sha256(self.canonical()).hexdigest()
+        return rules_hash(self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RuleSet:
@@ -136,6 +132,14 @@ class TableLimits:
             if key not in known:
                 raise RuleSetInvalid(key, "there is no such table setting")
         return cls(**data)
+
+
+def rules_hash(content: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of a rule set's content as JSON: sorted keys, no spaces, non-ASCII
+    escaped. Taken over the content as recorded, a check of a round's rules does not depend on
+    the settings this version of the ledger knows."""
+    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
+                          ).hexdigest()
 
 
 def _check_int(name: str, value: object, low: int, high: int) -> None:

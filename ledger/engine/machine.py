@@ -57,6 +57,7 @@ _PHASE_REFUSALS = {  # why a command of another phase is refused now
     SETTLING: ("The dealer has finished; the round only awaits settlement.", "R-G5"),
 }
 REASON_MAX_CHARS = 500
+RULINGS_MAX = 20  # per round: each is served with the round's state, in every replay frame
 _STATUS_RULE = {BUST: "R-G3", SURRENDERED: "R-C1", FORFEITED: "R-W2"}
 
 
@@ -540,6 +541,9 @@ class RoundMachine:
         if not isinstance(reason, str) or not reason.strip() or len(reason) > REASON_MAX_CHARS:
             raise DecisionRefused(f"A ruling needs a reason of 1 to {REASON_MAX_CHARS} "
                                   "characters.", "R-V2")
+        if len(self.rulings) >= RULINGS_MAX:
+            raise DecisionRefused(f"This round has {RULINGS_MAX} rulings, the most one round "
+                                  "takes.", "R-V2")
         last = self.facts + 1
         if not corrects or any(type(v) is not int or not 1 <= v <= last for v in corrects) \
                 or len(set(corrects)) != len(corrects):
@@ -698,6 +702,9 @@ class RoundMachine:
             self._emit(f.CardDealt(card=HIDDEN, position=position, box=box, hand=hand,
                                    face_up=False))
             return
+        if card == HIDDEN:
+            raise InvariantBroken(f"the card dealt face up from position {position} has no "
+                                  "face")
         in_play = self.phase == PLAYING  # the initial deal's last card starts play (R-W3)
         kind = f.WildCardDrawn if card == WILD else f.CardDealt
         self._emit(kind(card=card, position=position, box=box, hand=hand, face_up=face_up))
@@ -771,6 +778,9 @@ class RoundMachine:
                     raise InvariantBroken("the hole card cannot be turned over without the "
                                           "shoe it was dealt from")
                 card = peek(position)
+                if card == HIDDEN:
+                    raise InvariantBroken(f"the card dealt from position {position} has no "
+                                          "face")
             self._emit(f.HoleCardRevealed(card=card, position=position))
         depends, waits = self._dependent_hands()
         if WILD in self.dealer:
@@ -1126,8 +1136,9 @@ class RoundMachine:
                 "status": b.hands[h].status, "doubled": b.hands[h].doubled,
                 "stood": b.hands[h].stood, "done": b.hands[h].done,
                 "natural": self.is_natural(b, b.hands[h]),
-                "settled": not any((f.MAIN, bettor, number, h) in self.open_stakes
-                                   for bettor in b.hands[h].stakes),
+                "settled": self.phase != VOIDED and not any(
+                    (f.MAIN, bettor, number, h) in self.open_stakes
+                    for bettor in b.hands[h].stakes),
                 "stakes": dict(b.hands[h].stakes),
             } for h in b.order]
             boxes.append({"box": number, "owner": b.owner, "bettors": list(b.bettors),

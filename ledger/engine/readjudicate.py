@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from ledger.cards import HIDDEN, Card
 from ledger.engine import facts as f
 from ledger.engine.machine import SETTLING, RoundMachine
-from ledger.errors import LedgerError, ShoeExhausted
+from ledger.errors import InvariantBroken, LedgerError, ShoeExhausted
 from ledger.rules import RuleSet, TableLimits
 
 
@@ -33,10 +33,15 @@ class RecordedCards:
         if self._next >= len(self._cards):
             raise ShoeExhausted()
         self._next += 1
-        return self._cards[self._next - 1]
+        card, position = self._cards[self._next - 1]
+        return self._faces.get(position, card), position  # a face-down card as turned over
 
     def peek(self, position: int) -> Card:
-        return self._faces.get(position, HIDDEN)
+        face = self._faces.get(position, HIDDEN)
+        if face == HIDDEN:
+            raise InvariantBroken(f"the record does not say which card was dealt face down "
+                                  f"from position {position}")
+        return face
 
 
 Command = Callable[[RoundMachine, RecordedCards], list[f.Fact]]
@@ -112,6 +117,8 @@ def readjudicate(rules: RuleSet, limits: TableLimits, recorded: Sequence[f.Fact]
             produced = command(machine, cards)
         except LedgerError as e:
             return [f"{at(i)} ({type(recorded[i]).__name__}) is refused by the rules: {e}"]
+        except InvariantBroken as e:  # the record is not one the rules could have made
+            return [f"{at(i)} ({type(recorded[i]).__name__}) cannot be replayed: {e}"]
         expected = list(recorded[i:i + len(produced)])
         if produced != expected:
             for j, (want, got) in enumerate(zip(expected, produced, strict=False)):

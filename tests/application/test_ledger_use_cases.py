@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from itertools import count
@@ -15,6 +16,7 @@ import pytest
 
 from ledger.aggregates import ids
 from ledger.aggregates.account import Account
+from ledger.aggregates.receipt import Receipt
 from ledger.aggregates.round import Round
 from ledger.aggregates.shoe import ShoeRecord
 from ledger.aggregates.table import Table
@@ -272,10 +274,26 @@ def test_a_rule_sets_name_and_version_stand_for_the_rules_first_recorded_under_t
     assert evening.content_hash in str(refusal)
     unchanged(app, lambda: app.change_rules("r1", "manager", desk.table, other,
                                             TableLimits(), "new payout"), RuleSetInvalid, "R-S1")
+    # A name is written one way only: these would look like "wild evening" v2 elsewhere.
+    for lookalike in ("wild evening ", "wild\u00a0evening\u0301", "wi\u0301ld evening"):
+        renamed = other.evolve(name=unicodedata.normalize("NFD", lookalike))
+        refusal = unchanged(app, functools.partial(app.open_table, "o4", "boss", "T4",
+                                                   renamed), RuleSetInvalid, "R-S1")
+        assert refusal.field == "name"
     # The same rules again, or under a version of their own, are welcome.
     app.open_table("o3", "boss", "T3", evening)
     app.change_rules("r2", "manager", desk.table, other.evolve(version=3), TableLimits(),
                      "new payout")
+    # A table that took other rules under the pair before the ledger recorded pairs (as an
+    # earlier version did) keeps them: it may still change its limits.
+    table: Any = app.repository.get(ids.table_id("T2"))
+    table.trigger_event(Table.RulesChanged, rules=other.to_dict(),
+                        rules_hash=other.content_hash, limits=table.limits, reason="before",
+                        actor="manager", request_id="legacy")
+    app._save([table], Receipt.record(ids.receipt_id("legacy"), table.modified_on, "legacy",
+                                      "change_rules", "-", {}, "manager"))
+    app.change_rules("r3", "manager", table.id, other, {"table_max": 500}, "lower maximum")
+    assert app.table(table.id)["limits"]["table_max"] == 500
 
 
 def test_a_rounds_events_never_go_back_in_time_when_the_clock_does() -> None:
@@ -307,6 +325,8 @@ def test_a_rounds_events_never_go_back_in_time_when_the_clock_does() -> None:
     # And the table closed after its last round ended, the next round starts after that.
     closed = next(e for e in table_events if isinstance(e, Table.Closed))
     assert closed.timestamp > stamps[-1]
+    shoe = app.shoe(UUID(app.round_state(r)["shoe_id"]))  # revealed after the round, too
+    assert datetime.fromisoformat(shoe["retired_at"]) > stamps[-1]
     now[0] -= timedelta(seconds=1)
     after = desk.round()
     assert datetime.fromisoformat(app.round_events(after)[0]["timestamp"]) > stamps[-1]
@@ -407,7 +427,16 @@ def test_a_hole_card_is_checked_against_the_shoe_by_the_face_it_was_turned_over_
     legacy = [dataclasses.replace(x, card="5C") if isinstance(x, f.CardDealt)
               and not x.face_up else x for x in facts]
     assert legacy != facts
-    assert readjudicate(WILD21, TableLimits.from_dict(created.limits), legacy) == []
+    limits = TableLimits.from_dict(created.limits)
+    assert readjudicate(WILD21, limits, legacy) == []
+    # An altered record gives a finding, not an error: a stake removed deals one box fewer
+    # (the hole card lands face up on a box), a reveal removed leaves the hole card unknown.
+    no_p2 = [x for x in facts if not (isinstance(x, f.StakePlaced) and x.bettor == "P2")]
+    (finding,) = readjudicate(WILD21, limits, no_p2)
+    assert "BettingClosed" in finding
+    no_reveal = [x for x in facts if not isinstance(x, f.HoleCardRevealed)]
+    (finding,) = readjudicate(WILD21, limits, no_reveal)
+    assert "which card was dealt face down from position 2" in finding, finding
 
 
 def test_state_at_any_version_and_the_replay_agree(make_ledger: MakeLedger) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ledger.engine import facts as f
-from ledger.engine.machine import RoundMachine
+from ledger.engine.machine import RULINGS_MAX, RoundMachine
 from ledger.errors import (
     BetRefused,
     DealRefused,
@@ -28,7 +28,7 @@ from ledger.errors import (
     RoundClosed,
 )
 from ledger.rules import CASINO, CASINO_WILD, WILD21, RuleSet, TableLimits
-from tests.scripted import Scripted
+from tests.scripted import Scripted, StackedShoe
 
 
 class Watched(Scripted):
@@ -706,6 +706,23 @@ def test_a_ruling_that_names_no_valid_event_is_refused(corrects: list[Any]) -> N
     r = settled_round()
     refused(r, DecisionRefused, "R-V2",
             lambda: r.m.record_ruling("misread", corrects, {"P1": 10}), match="event versions")
+
+
+def test_a_voided_rounds_hands_are_returned_not_settled() -> None:
+    m, shoe = RoundMachine(CASINO, TableLimits()), StackedShoe("AS TH TD KS 7C 5D 6D")
+    m.place_stake("P1", 1, 10)
+    m.place_stake("P2", 2, 10)
+    m.close_betting(shoe.draw)
+    m.void("misdeal")
+    assert [b["hands"][0]["settled"] for b in m.view()["boxes"]] == [False, False]
+
+
+def test_a_round_takes_a_bounded_number_of_rulings() -> None:
+    r = settled_round()
+    for n in range(RULINGS_MAX):
+        r.m.record_ruling(f"correction {n}", [5], {"P1": 1})
+    refused(r, DecisionRefused, "R-V2",
+            lambda: r.m.record_ruling("one more", [5], {"P1": 1}), match="the most one round")
 
 
 def test_a_ruling_names_only_events_the_round_has() -> None:
