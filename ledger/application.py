@@ -730,8 +730,7 @@ class GameLedger(Application[UUID]):
                     continue
                 # What it read, and what it made (a round, a shoe, an account): the commands
                 # that follow find them as committed, without loading them.
-                for aggregate in (*tried.taken, *touched):
-                    self._working.give(aggregate)
+                self._working.give_all((*tried.taken, *touched))
                 return result
             finally:
                 self._local.attempt = None

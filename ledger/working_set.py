@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
@@ -39,10 +40,18 @@ class WorkingSet:
 
     def give(self, aggregate: Aggregate) -> None:
         """Keep ``aggregate`` unless a newer version of it came back meanwhile."""
+        self.give_all((aggregate,))
+
+    def give_all(self, aggregates: Iterable[Aggregate]) -> None:
+        """:meth:`give` each of ``aggregates`` in turn, under one acquisition of the lock (a
+        command gives back what it read and what it wrote, mostly the same three or four)."""
+        items = self._items
         with self._lock:
-            held = self._items.get(aggregate.id)
-            if held is None or held.version < aggregate.version:
-                self._items[aggregate.id] = aggregate
-            self._items.move_to_end(aggregate.id)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+            for aggregate in aggregates:
+                key = aggregate.id
+                held = items.get(key)
+                if held is None or held.version < aggregate.version:
+                    items[key] = aggregate
+                items.move_to_end(key)
+                while len(items) > self.size:
+                    items.popitem(last=False)
