@@ -33,6 +33,7 @@ the ledger touches the driver.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import struct
 import threading
@@ -235,21 +236,18 @@ class _Appenders:
 
 
 class _BinaryArray(bytes):
-    """A one-dimensional array parameter without nulls, built in PostgreSQL's binary format
-    (``array_recv``) and sent as it is. psycopg's own list dumper inspects every element of
-    every list on each call, which cost an append 0.03 to 0.06 ms."""
+    """A one-dimensional array parameter without nulls, in PostgreSQL's binary format
+    (``array_recv``: a header, then each element's length and bytes) as
+    :func:`_insert_parameters` builds it, sent as it is. psycopg's own list dumper inspects
+    every element of every list on each call, which cost an append 0.03 to 0.06 ms."""
 
     element_oid: ClassVar[int]
     array_oid: ClassVar[int]
-    _HEAD = struct.Struct("!iiiii")  # dimensions, has nulls, element oid, length, lower bound
-    _LENGTH = struct.Struct("!i")
 
-    def __new__(cls, items: Sequence[bytes]) -> _BinaryArray:
-        parts = [cls._HEAD.pack(1, 0, cls.element_oid, len(items), 1)]
-        for item in items:
-            parts.append(cls._LENGTH.pack(len(item)))
-            parts.append(item)
-        return super().__new__(cls, b"".join(parts))
+    @classmethod
+    def header(cls, count: int) -> tuple[int, ...]:
+        """The header's fields: dimensions, has nulls, element oid, length, lower bound."""
+        return 1, 0, cls.element_oid, count, 1
 
 
 class _UuidArray(_BinaryArray):
@@ -287,12 +285,36 @@ def _uuid(value: UUID | str) -> UUID:
     return value if isinstance(value, UUID) else UUID(value)
 
 
+_HEAD = struct.Struct("!iiiii").pack  # an array's header
+_LENGTH = struct.Struct("!i").pack  # an element's length
+
+
+@functools.lru_cache(maxsize=64)
+def _fixed_width(element: str, count: int) -> struct.Struct:
+    """A whole array of ``count`` elements of one width (``element``, a struct format),
+    header included, as one struct: packed in one call."""
+    return struct.Struct("!iiiii" + ("i" + element) * count)
+
+
 def _insert_parameters(events: Sequence[StoredEvent]) -> tuple[_BinaryArray, ...]:
-    """The insert function's four arrays: ids, versions, topics and states."""
-    return (_UuidArray([_uuid(e.originator_id).bytes for e in events]),
-            _BigintArray([e.originator_version.to_bytes(8, "big", signed=True) for e in events]),
-            _TextArray([e.topic.encode() for e in events]),
-            _ByteaArray([bytes(e.state) for e in events]))
+    """The insert function's four arrays: ids, versions, topics and states, in one pass over
+    the events (a pass per array and a struct call per element cost a decision 3 us)."""
+    count = len(events)
+    ids: list[int | bytes] = [*_UuidArray.header(count)]
+    versions = [*_BigintArray.header(count)]
+    topics = [_HEAD(*_TextArray.header(count))]
+    states = [_HEAD(*_ByteaArray.header(count))]
+    for e in events:
+        ids += (16, _uuid(e.originator_id).bytes)
+        versions += (8, e.originator_version)
+        topic = e.topic.encode()
+        topics += (_LENGTH(len(topic)), topic)
+        state = bytes(e.state)
+        states += (_LENGTH(len(state)), state)
+    return (_UuidArray(_fixed_width("16s", count).pack(*ids)),
+            _BigintArray(_fixed_width("q", count).pack(*versions)),
+            _TextArray(b"".join(topics)),
+            _ByteaArray(b"".join(states)))
 
 
 @contextlib.contextmanager
