@@ -46,7 +46,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, project_aggregate
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import InfrastructureFactory, IntegrityError
+from eventsourcing.persistence import InfrastructureFactory, IntegrityError, Transcoder
 from eventsourcing.utils import Environment
 
 from ledger.aggregates import ids
@@ -82,6 +82,7 @@ from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer
 from ledger.shoe import Shoe, commitment, cut_position, fresh_order, new_salt
 from ledger.storage import LedgerRecorder, newest_with_topic
+from ledger.transcoding import LedgerTranscoder, ReusedEncoder
 from ledger.working_set import WorkingSet
 
 A = TypeVar("A", bound=Aggregate)
@@ -112,6 +113,15 @@ class GameLedger(Application[UUID]):
         if env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
             env["PERSISTENCE_MODULE"] = "ledger.storage:LedgerFactory"
         return super().construct_factory(env)
+
+    def construct_transcoder(self) -> Transcoder:
+        """The library's JSON, written with less work per event (ledger.transcoding), unless
+        the environment names another transcoder."""
+        if self.factory.env.get(self.factory.TRANSCODER_TOPIC):
+            return super().construct_transcoder()
+        transcoder = LedgerTranscoder()
+        self.register_transcodings(transcoder)
+        return transcoder
 
     def __init__(self, env: dict[str, str] | None = None, *, shoe_key: bytes | None = None,
                  clock: Clock = utc_now,
@@ -1063,7 +1073,8 @@ def _jsonable(value: Any) -> Any:
 
 
 # What json.dumps(sort_keys=True, separators=(",", ":"), default=str) does, built once.
-_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+_CANONICAL_JSON = ReusedEncoder(json.JSONEncoder(sort_keys=True, separators=(",", ":"),
+                                                 default=str))
 
 
 def _fingerprint(command: str, actor: str, payload: dict[str, Any]) -> str:

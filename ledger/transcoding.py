@@ -1,0 +1,61 @@
+"""JSON as the standard library's encoder writes it, with less work per call.
+
+``json.JSONEncoder.encode`` builds a new C encoder (and the closures around it) on every
+call, a large share of the cost of encoding one small event. :class:`ReusedEncoder`
+builds it once per thread and writes the very same text. :class:`LedgerTranscoder` is
+the library's JSON transcoder on it: stored events keep their shape to the byte, and any
+transcoder reads them back as before.
+"""
+
+from __future__ import annotations
+
+import json.encoder
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from eventsourcing.persistence import JSONTranscoder
+
+_MAKE_ENCODER: Callable[..., Callable[[Any, int], Any]] | None = getattr(
+    json.encoder, "c_make_encoder", None)
+
+
+class ReusedEncoder:
+    """``encoder.encode`` with the C encoder built once per thread: an encoder keeps the
+    containers it is inside (its circular-reference check), so threads cannot share one.
+    ``encoder`` has no indent (which takes the pure Python path)."""
+
+    def __init__(self, encoder: json.JSONEncoder) -> None:
+        self._encoder = encoder
+        self._local = threading.local()
+
+    def encode(self, obj: Any) -> str:
+        e = self._encoder
+        if _MAKE_ENCODER is None:  # pragma: no cover (CPython has the C accelerator)
+            return e.encode(obj)
+        encode = getattr(self._local, "encode", None)
+        if encode is None:
+            # What JSONEncoder.iterencode builds on every call, with the same settings.
+            encode = self._local.encode = _MAKE_ENCODER(
+                {} if e.check_circular else None, e.default,
+                json.encoder.encode_basestring_ascii if e.ensure_ascii
+                else json.encoder.encode_basestring,
+                None, e.key_separator, e.item_separator, e.sort_keys, e.skipkeys, e.allow_nan)
+        try:
+            return "".join(encode(obj, 0))
+        except BaseException:
+            # A failure can leave containers in the circular-reference check, where a later
+            # call would take them for a loop: the next call gets a new encoder.
+            self._local.encode = None
+            raise
+
+
+class LedgerTranscoder(JSONTranscoder):
+    """The library's JSON transcoder, encoding through a :class:`ReusedEncoder`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._reused = ReusedEncoder(self.encoder)
+
+    def encode(self, obj: Any) -> bytes:
+        return self._reused.encode(obj).encode("utf8")
