@@ -406,7 +406,8 @@ class GameLedger(Application[UUID]):
               decide: Callable[[RoundMachine, _ShoeDraw], list[f.Fact]],
               expected: int | None) -> Result:
         # The version seen is a precondition, not content: a repeat answers the same.
-        payload = {"round_id": str(round_id), **payload}
+        round_key = str(round_id)
+        payload = {"round_id": round_key, **payload}
         if expected is not None and (type(expected) is not int or expected < 1):
             raise DecisionRefused("A round version is a whole number from 1.", "R-V1")
 
@@ -425,8 +426,9 @@ class GameLedger(Application[UUID]):
                                           first=shoe.record.position, count=shoe.drawn,
                                           request_id=request_id, timestamp=now)
                 touched.append(shoe.record)
-            memo = ", ".join(dict.fromkeys(type(x).__name__ for x in produced))
-            for key, moved in net_movements(produced).items():
+            moves = net_movements(produced)
+            memo = ", ".join(dict.fromkeys(type(x).__name__ for x in produced)) if moves else ""
+            for key, moved in moves.items():
                 account = (self._get(Account, ids.house_id(round_.table_id), "house account")
                            if key == HOUSE_KEY else self._account(key))
                 # Checked where chips go in: paying out or releasing what a round holds must
@@ -454,7 +456,7 @@ class GameLedger(Application[UUID]):
                         "R-X13") from None
                 touched.append(account)
             m = round_.machine
-            result = {"round_id": str(round_id), "version": round_.version, "phase": m.phase,
+            result = {"round_id": round_key, "version": round_.version, "phase": m.phase,
                       "facts": len(produced)}
             return result, touched
 
