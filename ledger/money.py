@@ -66,6 +66,8 @@ def net_movements(facts: Iterable[f.Fact]) -> dict[str, Movement]:
     out: dict[str, Movement] = {}
     for fact in facts:
         moved = movements(fact)
+        if not moved:  # most facts (a card, a hit, a stand) move nothing
+            continue
         if sum(m.held + m.available for m in moved.values()):
             raise InvariantBroken(f"{type(fact).__name__} does not move chips to zero (R-M4)")
         for key, m in moved.items():
