@@ -319,3 +319,32 @@ def test_a_pool_of_one_connection_is_never_kept_for_appending(ledgers: Ledgers) 
     stand_and_settle(app, r)
     assert app.round_state(r)["phase"] == "settled"
     assert app.table(table)["rounds"] == 1
+
+
+def test_an_appending_connection_the_server_dropped_is_replaced_and_the_append_retried(
+        ledgers: Ledgers) -> None:
+    app = ledgers()
+    table, r = dealt_round(app)
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    appenders = recorder._appenders
+    kept = list(appenders._idle)
+    assert kept
+    # A request repeated fails on its receipt's primary key: the connection is sound, kept.
+    request = rid()
+    turn = app.round_state(r)["turn"]
+    app.stand(request, "dealer", r, f"P{turn['box']}", turn["box"], turn["hand"])
+    app.stand(request, "dealer", r, f"P{turn['box']}", turn["box"], turn["hand"])
+    assert appenders._idle == kept
+    with recorder.datastore.transaction(commit=True) as curs:
+        for dropped in kept:
+            curs.execute("SELECT pg_terminate_backend(%s)",
+                         (dropped.connection.info.backend_pid,))
+    stand_and_settle(app, r)
+    assert app.round_state(r)["phase"] == "settled"
+    assert appenders._lent == 0
+    assert appenders._idle
+    assert not any(curs in appenders._idle for curs in kept)
+    assert all(curs.connection.closed for curs in kept)
+    assert app.table(table)["rounds"] == 1
+    assert verify_chain(recorder).intact
