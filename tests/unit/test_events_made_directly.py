@@ -1,10 +1,12 @@
-"""A round's events made by Round.act are the objects their classes would make."""
+"""Events the ledger makes without their class's ``__init__`` (Round.act, Receipt.record) are
+the objects it would make, their fields in the same order (the stored JSON follows it)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from uuid import UUID
 
+from ledger.aggregates.receipt import Receipt
 from ledger.aggregates.round import Round
 from ledger.cards import Card
 from ledger.rules import CASINO, TableLimits
@@ -27,3 +29,11 @@ def test_an_event_act_records_is_what_its_class_makes_of_the_same_fields() -> No
         again = type(event)(**vars(event))
         assert again == event
         assert list(vars(again)) == list(vars(event))  # the stored JSON follows this order
+
+
+def test_a_receipt_is_what_its_class_makes_of_the_same_fields() -> None:
+    receipt = Receipt.record(UUID(int=1), datetime(2026, 1, 1, tzinfo=UTC), "r-1", "hit",
+                             "ab" * 32, {"round_id": str(UUID(int=2)), "version": 9}, "P1")
+    again = type(receipt)(**vars(receipt))
+    assert again == receipt
+    assert list(vars(again)) == list(vars(receipt))
