@@ -12,6 +12,7 @@ from __future__ import annotations
 import json.encoder
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from eventsourcing.persistence import JSONTranscoder
@@ -51,11 +52,22 @@ class ReusedEncoder:
 
 
 class LedgerTranscoder(JSONTranscoder):
-    """The library's JSON transcoder, encoding through a :class:`ReusedEncoder`."""
+    """The library's JSON transcoder, encoding through a :class:`ReusedEncoder`, and
+    remembering the last time it encoded: the events of one command share their timestamp."""
 
     def __init__(self) -> None:
         super().__init__()
         self._reused = ReusedEncoder(self.encoder)
+        self._last_time: tuple[datetime | None, dict[str, Any]] = (None, {})
+
+    def _encode_obj(self, o: Any) -> dict[str, Any]:
+        last = self._last_time  # one read: another thread may replace it, never half of it
+        if last[0] is o:
+            return last[1]
+        encoded = super()._encode_obj(o)
+        if type(o) is datetime:  # immutable, so its encoding never changes
+            self._last_time = (o, encoded)
+        return encoded
 
     def encode(self, obj: Any) -> bytes:
         return self._reused.encode(obj).encode("utf8")

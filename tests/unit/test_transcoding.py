@@ -80,3 +80,11 @@ def test_a_reused_encoder_writes_what_json_dumps_writes(settings: dict[str, Any]
     for _ in range(2):
         assert reused.encode(value) == json.dumps(value, **settings)
     assert reused.encode("top") == json.dumps("top", **settings)
+
+
+def test_events_sharing_a_timestamp_are_written_as_the_library_writes_them() -> None:
+    library, ledger = _registered(JSONTranscoder()), _registered(LedgerTranscoder())
+    first, second = (datetime(2026, 1, 1, 20, 0, s, tzinfo=UTC) for s in (1, 2))
+    for when in (first, first, second, first):
+        event = {"timestamp": when, "shoe_id": UUID(int=5), "at": [when]}
+        assert ledger.encode(event) == library.encode(event)
