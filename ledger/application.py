@@ -128,7 +128,16 @@ class GameLedger(Application[UUID]):
                  randbelow: Callable[[int], int] = secrets.randbelow) -> None:
         """``shoe_key`` seals and opens shoe orders; a ledger built without one (a projection
         reading the event log) can read everything but cannot shuffle or deal."""
-        super().__init__(env=env)
+        try:
+            super().__init__(env=env)
+        except BaseException:
+            # An unreachable database fails the recorder after the pool was made: closed
+            # here, not by the garbage collector, which may run on one of the pool's own
+            # threads (that cannot join itself).
+            factory = getattr(self, "factory", None)
+            if factory is not None:
+                factory.close()
+            raise
         self._shoe_key = shoe_key
         self._clock = clock
         self._randbelow = randbelow

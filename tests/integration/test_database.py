@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import uuid
 
 import psycopg
@@ -95,6 +96,28 @@ def test_an_unreachable_url_names_the_host_but_not_the_password():
     message = str(caught.value)
     assert "nohost.invalid" in message
     assert "s3cret" not in message
+
+
+def test_a_ledger_that_cannot_reach_its_database_closes_its_pool_before_it_fails(unused_port):
+    # Left to the garbage collector, the pool's close could run on one of its own threads,
+    # which cannot join itself.
+    from eventsourcing.persistence import OperationalError
+
+    from ledger.application import GameLedger
+
+    def pool_threads() -> int:
+        return sum(t.name.startswith("pool-") for t in threading.enumerate())
+
+    before = pool_threads()
+    env = {"PERSISTENCE_MODULE": "eventsourcing.postgres", "POSTGRES_DBNAME": "x",
+           "POSTGRES_HOST": "127.0.0.1", "POSTGRES_PORT": str(unused_port),
+           "POSTGRES_USER": "bob", "POSTGRES_PASSWORD": "x", "POSTGRES_CONNECT_TIMEOUT": "1",
+           "CREATE_TABLE": "n"}
+    with pytest.raises(OperationalError) as caught:
+        GameLedger(env=env)
+    # The error, held as a command line's handler holds it, keeps the half-built ledger.
+    assert caught.tb is not None
+    assert pool_threads() == before
 
 
 def test_a_refused_connection_names_the_port(unused_port):
