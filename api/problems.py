@@ -183,7 +183,9 @@ def invariant_problem(error: InvariantBroken) -> Response:
     logger.error("a ledger invariant is broken", exc_info=error)
     return problem(500, "Internal server error",
                    "The ledger found a broken guarantee and refused to continue; the event "
-                   "has been logged for the operators.",
+                   "has been logged for the operators. If the stored record itself is at "
+                   "fault, an auditor finds where: walk the hash chain (GET /audit/chain) and "
+                   "check the round (GET /audit/rounds/{id}/check).",
                    type_="urn:pitboss:problem:invariant-broken")
 
 

@@ -402,6 +402,7 @@ def test_a_broken_invariant_is_the_one_500_and_says_nothing_of_its_cause(app, ht
     response = http.get(f"/tables/{uuid.uuid4()}", role="dealer")
     body = problem_of(response, 500)
     assert "P1" not in body["detail"]
+    assert "GET /audit/chain" in body["detail"]  # where an auditor looks next
 
 
 def test_an_id_of_another_kind_is_a_404_on_every_route(desk):
