@@ -39,7 +39,7 @@ from api.secrets_files import ShoeKeyError, default_keys_file, load_shoe_key
 from api.services import prepare_store
 from api.simulate import Keys, SimulationError, TablePlay
 from ledger.application import GameLedger
-from ledger.errors import LedgerError
+from ledger.errors import InvariantBroken, LedgerError
 from ledger.storage import (
     CHAIN_PAGE_ROWS,
     HEAD_PATTERN,
@@ -436,6 +436,11 @@ def _replay_from_database(round_id: UUID) -> list[dict[str, Any]]:
             return ledger.replay(round_id)
         except LedgerError as exc:
             raise click.ClickException(str(exc)) from exc
+        except InvariantBroken as exc:
+            raise click.ClickException(
+                f"the record of round {round_id} does not replay ({exc}): it was altered "
+                "behind the ledger, or the ledger has a defect; walk the chain (pitboss "
+                "chain) and check the round (GET /audit/rounds/<id>/check)") from exc
 
 
 @contextmanager

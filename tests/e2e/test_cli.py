@@ -21,6 +21,7 @@ from api.secrets_files import ShoeKeyError, load_shoe_key
 from api.services import prepare_store
 from api.simulate import next_decision
 from ledger.application import GameLedger
+from ledger.errors import InvariantBroken
 from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
 from tests.e2e.conftest import KEYS, NAMES, Http, problem_of
@@ -268,6 +269,15 @@ def test_replay_reads_the_database_directly(make_app, database, monkeypatch):
     missing = CliRunner().invoke(main, ["replay", "00000000-0000-0000-0000-000000000001"])
     assert missing.exit_code == 1
     assert "no round" in missing.output
+
+    def broken(*_: Any) -> None:
+        raise InvariantBroken("a card was dealt to box 2, hand 0 after it ended")
+
+    monkeypatch.setattr(GameLedger, "replay", broken)
+    altered = CliRunner().invoke(main, ["replay", r])
+    assert altered.exit_code == 1
+    assert altered.output.startswith(f"Error: the record of round {r} does not replay (a card")
+    assert "pitboss chain" in altered.output
 
 
 def test_the_chain_command_walks_the_database_and_fails_on_another_head(
