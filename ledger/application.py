@@ -46,7 +46,12 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, project_aggregate
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import InfrastructureFactory, IntegrityError, Transcoder
+from eventsourcing.persistence import (
+    InfrastructureFactory,
+    IntegrityError,
+    JSONTranscoder,
+    Transcoder,
+)
 from eventsourcing.utils import Environment
 
 from ledger.aggregates import ids
@@ -115,12 +120,13 @@ class GameLedger(Application[UUID]):
         return super().construct_factory(env)
 
     def construct_transcoder(self) -> Transcoder:
-        """The library's JSON, written with less work per event (ledger.transcoding), unless
-        the environment names another transcoder."""
-        if self.factory.env.get(self.factory.TRANSCODER_TOPIC):
-            return super().construct_transcoder()
-        transcoder = LedgerTranscoder()
-        self.register_transcodings(transcoder)
+        """The persistence factory's transcoder, as the library takes it; its plain JSON one
+        is written with less work per event (ledger.transcoding), to the same bytes."""
+        transcoder = self.factory.transcoder()
+        if type(transcoder) is JSONTranscoder:
+            transcoder = LedgerTranscoder()
+        if isinstance(transcoder, JSONTranscoder):
+            self.register_transcodings(transcoder)
         return transcoder
 
     def __init__(self, env: dict[str, str] | None = None, *, shoe_key: bytes | None = None,

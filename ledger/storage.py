@@ -75,6 +75,7 @@ CHAIN_PAGE_ROWS = 5000  # read per query while walking the chain
 CHAIN_WALK_ROWS_DEFAULT = 100_000
 CHAIN_WALK_ROWS_MAX = 1_000_000
 APPENDERS_MAX = 4  # connections kept for appending, per recorder
+FIXED_WIDTH_CACHED_MAX = 64  # events in a save whose array layouts are kept
 
 
 class _CreatesTablesOneAtATime:
@@ -332,10 +333,17 @@ _HEAD = struct.Struct("!iiiii").pack  # an array's header
 _LENGTH = struct.Struct("!i").pack  # an element's length
 
 
-@functools.lru_cache(maxsize=64)
 def _fixed_width(element: str, count: int) -> struct.Struct:
     """A whole array of ``count`` elements of one width (``element``, a struct format),
-    header included, as one struct: packed in one call."""
+    header included, as one struct: packed in one call. The sizes a command saves are kept;
+    a bulk save's is made for it alone (kept, it would hold megabytes)."""
+    if count <= FIXED_WIDTH_CACHED_MAX:
+        return _cached_fixed_width(element, count)
+    return struct.Struct("!iiiii" + ("i" + element) * count)
+
+
+@functools.lru_cache(maxsize=2 * FIXED_WIDTH_CACHED_MAX)
+def _cached_fixed_width(element: str, count: int) -> struct.Struct:
     return struct.Struct("!iiiii" + ("i" + element) * count)
 
 

@@ -15,10 +15,14 @@ from eventsourcing.persistence import (
     DatetimeAsISO,
     DecimalAsStr,
     JSONTranscoder,
+    Transcoder,
     TranscodingNotRegisteredError,
     UUIDAsHex,
 )
+from eventsourcing.popo import POPOFactory
 
+from ledger.aggregates.receipt import Receipt
+from ledger.application import GameLedger
 from ledger.transcoding import LedgerTranscoder, ReusedEncoder
 
 CORPUS = Path(__file__).parent.parent / "corpus" / "ledger_events_v1.json"
@@ -88,3 +92,28 @@ def test_events_sharing_a_timestamp_are_written_as_the_library_writes_them() -> 
     for when in (first, first, second, first):
         event = {"timestamp": when, "shoe_id": UUID(int=5), "at": [when]}
         assert ledger.encode(event) == library.encode(event)
+
+
+class MarkedTranscoder(JSONTranscoder):
+    """A transcoder a persistence module of an operator's own might give."""
+
+
+class MarkedFactory(POPOFactory):
+    def transcoder(self) -> Transcoder:
+        return MarkedTranscoder()
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({"PERSISTENCE_MODULE": "eventsourcing.popo"}, LedgerTranscoder),
+    ({"PERSISTENCE_MODULE": f"{__name__}:MarkedFactory"}, MarkedTranscoder),
+    ({"PERSISTENCE_MODULE": "eventsourcing.popo",
+      "TRANSCODER_TOPIC": f"{__name__}:MarkedTranscoder"}, MarkedTranscoder),
+])
+def test_the_ledger_takes_the_transcoder_its_persistence_gives_and_speeds_up_only_json(
+        env: dict[str, str], expected: type) -> None:
+    ledger = GameLedger(env=env)
+    assert type(ledger.mapper.transcoder) is expected
+    stored = ledger.mapper.to_stored_event(Receipt.record(
+        UUID(int=1), datetime(2026, 1, 1, tzinfo=UTC), "r", "c", "f", {}, "a"))
+    assert b'"request_id":"r"' in bytes(stored.state)  # its transcodings are registered
+    ledger.close()
