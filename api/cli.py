@@ -13,7 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -513,6 +513,7 @@ def chain(expected_head: str | None, expected_at: int | None) -> None:
 
 DEMO_ROLES = ("auditor", "dealer", "cashier", "manager")
 HEALTH_WAIT_S = 60.0
+STOP_WAIT_S = 40.0  # longer than gunicorn's graceful_timeout (deploy/gunicorn.conf.py)
 
 
 @main.command()
@@ -535,14 +536,17 @@ def demo(host: str, port: int, rounds: int) -> None:
     demo_keys = {role: append_key(keys_path, f"demo-{role}", role) for role in DEMO_ROLES}
     env = {**os.environ, "DATABASE_URL": settings.url(), "PITBOSS_KEYS_FILE": str(keys_path),
            "PITBOSS_CREATE_TABLES": "no", "PORT": str(port), "PITBOSS_HOST": host}
-    children = [subprocess.Popen([sys.executable, "-m", "api.cli", "serve"], env=env)]
+    # Each child in a process group of its own (gunicorn's workers with its master): stopped
+    # as a group, none is left behind holding the port.
+    children = [subprocess.Popen([sys.executable, "-m", "api.cli", "serve"], env=env,
+                                 start_new_session=True)]
     stop = threading.Event()
     url = f"http://{bind_address(host, port)}"
     try:
         with _stopping_on_signals(stop):
             _wait_for_health(url, children[0], stop)
             children.append(subprocess.Popen([sys.executable, "-m", "api.cli", "project"],
-                                             env=env))
+                                             env=env, start_new_session=True))
             if empty and rounds and not stop.is_set():
                 run_simulation(url, [demo_keys["dealer"], demo_keys["cashier"]], tables=1,
                                rounds=rounds, preset="casino", progress=True)
@@ -550,17 +554,29 @@ def demo(host: str, port: int, rounds: int) -> None:
             while not stop.is_set() and all(c.poll() is None for c in children):
                 stop.wait(0.5)
     finally:
-        for child in children:
-            if child.poll() is None:
-                child.terminate()
-        for child in children:
-            try:
-                child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                child.kill()
+        stop_groups(children, wait_s=STOP_WAIT_S)
     failed = [c for c in children if c.returncode not in (0, -signal.SIGTERM)]
     if failed and not stop.is_set():
         raise click.ClickException(f"{failed[0].args!r} stopped unexpectedly")
+
+
+def stop_groups(children: list[subprocess.Popen[bytes]], *, wait_s: float) -> None:
+    """Ask each child's process group to stop (SIGTERM: gunicorn stops gracefully), and kill
+    what is left of a group after ``wait_s`` seconds: a worker gunicorn could not stop in its
+    own graceful timeout would otherwise outlive its master, and keep the port."""
+    for child in children:
+        _signal_group(child, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    for child in children:
+        with suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        _signal_group(child, signal.SIGKILL)  # the master's workers too, if any remain
+        child.wait()
+
+
+def _signal_group(child: subprocess.Popen[bytes], signum: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signum)
 
 
 def _wait_for_health(url: str, server: subprocess.Popen[bytes], stop: threading.Event) -> None:

@@ -502,6 +502,42 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
         _stop(server)
 
 
+def test_stopping_a_child_stops_its_whole_group_even_a_process_that_ignores_sigterm(tmp_path):
+    # As a gunicorn worker its master could not stop in time: it must not outlive the stop.
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from api.cli import stop_groups
+
+    pid_file = tmp_path / "stubborn.pid"
+    stubborn = ("import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import subprocess, sys, time; "
+                               f"subprocess.Popen([sys.executable, '-c', {stubborn!r}]); "
+                               "time.sleep(60)"], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the stubborn child did not start"
+        time.sleep(0.05)
+    child_pid = int(pid_file.read_text())
+    stop_groups([parent], wait_s=0.5)
+    assert parent.returncode is not None
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            os.kill(child_pid, 0)
+        except ProcessLookupError:
+            break  # gone
+        with open(f"/proc/{child_pid}/stat") as stat_file:
+            if stat_file.read().split()[2] == "Z":
+                break  # killed, awaiting its reaper
+        assert time.monotonic() < deadline, "the child outlived its group's stop"
+        time.sleep(0.05)
+
+
 def _stop(process) -> None:
     """SIGTERM, and a clean exit within 30 s."""
     process.terminate()
