@@ -475,8 +475,10 @@ class GameLedger(Application[UUID]):
                       "facts": len(produced)}
             return result, touched
 
+        # A save lost to another request's posting on an account the round shares (another
+        # table's settlement) is decided again while the round itself has not moved.
         return self._run(request_id, actor, command, payload, body, guard=round_id,
-                         seen=expected)
+                         seen=expected, retries=RETRIES_MAX)
 
     # ----------------------------------------------------------------- queries
 

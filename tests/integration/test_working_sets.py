@@ -198,6 +198,31 @@ def test_a_settlement_overtaken_between_its_reads_is_a_conflict(ledgers: Ledgers
         UUID(a.round_state(r)["table_id"]))["available"] == 2000
 
 
+def test_a_settlement_whose_accounts_keep_moving_is_decided_again_while_its_round_stays(
+        ledgers: Ledgers) -> None:
+    # Chips move on a player's account (a buy-in here; at a casino, often another table's
+    # settlement) between this settlement's reads, twice: its round has not moved, so it is
+    # decided again rather than refused.
+    a = ledgers(randbelow=SteeredShuffle("TS TH 7D 9S 8C TD"))
+    b = ledgers(cls=Interleaved)
+    assert isinstance(b, Interleaved)
+    table, r = dealt_round(a)
+    for box in (1, 2):
+        a.stand(rid(), "dealer", r, f"P{box}", box, 0)
+    a.play_dealer(rid(), "dealer", r)
+    b.round_state(r)
+    # Before each account is read (P1, the house, P2): P1 is stale by the save, twice.
+    moves = iter(range(6))
+    b.before_reading[Account] = lambda: next(moves, None) is not None and a.buy_in(
+        rid(), "cashier", "P1", 5)
+    b.settle(rid(), "dealer", r)
+    assert next(moves, None) is None  # all six happened
+    assert a.round_state(r)["phase"] == "settled"
+    assert a.check_round(r) == []
+    assert sum(a.balance(p)["total"] for p in ("P1", "P2")) + a.house(table)["available"] \
+        == 2030
+
+
 def test_a_process_behind_on_the_shoe_replaces_it_once_the_cut_card_is_out(
         ledgers: Ledgers, monkeypatch: pytest.MonkeyPatch) -> None:
     rules = CASINO.evolve(name="short shoe", decks=1, penetration_percent=50)
