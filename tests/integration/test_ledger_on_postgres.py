@@ -59,6 +59,15 @@ def open_round(app: GameLedger, stakes: int = 2) -> tuple[UUID, UUID]:
     return table, r
 
 
+def with_a_round(ledgers: Callable[..., GameLedger]) -> tuple[GameLedger, LedgerRecorder]:
+    """A ledger on PostgreSQL with a round dealt, and its recorder."""
+    app = ledgers()
+    open_round(app)
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    return app, recorder
+
+
 def test_a_crashed_process_resumes_the_round_with_the_same_shoe(
         ledgers: Callable[..., GameLedger]) -> None:
     # Box 1 holds 5,6 and will hit; box 2 stands on 19; the dealer shows a 7.
@@ -182,10 +191,7 @@ def test_the_hash_chain_exposes_an_altered_event(
 def test_an_event_altered_with_its_own_link_recomputed_is_found_at_the_next_one(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings,
         env: dict[str, str]) -> None:
-    app = ledgers()
-    open_round(app)
-    recorder = app.recorder
-    assert isinstance(recorder, LedgerRecorder)
+    _, recorder = with_a_round(ledgers)
     with behind_the_ledger(database, env) as (conn, table):  # the chain has no key:
         target, *rest = alter_buy_ins(  # anyone can recompute the link of the one altered
             conn, table, f"notification_id = (SELECT min(notification_id) FROM {table} "
@@ -207,10 +213,7 @@ def test_an_event_altered_with_its_own_link_recomputed_is_found_at_the_next_one(
 def test_a_part_started_after_an_alteration_says_it_took_its_start_on_trust(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings,
         env: dict[str, str]) -> None:
-    app = ledgers()
-    open_round(app)
-    recorder = app.recorder
-    assert isinstance(recorder, LedgerRecorder)
+    _, recorder = with_a_round(ledgers)
     kept_at, kept = chain_head(recorder)
     with behind_the_ledger(database, env) as (conn, table):  # early events, links left alone
         altered = alter_buy_ins(conn, table)
@@ -227,10 +230,7 @@ def test_a_part_started_after_an_alteration_says_it_took_its_start_on_trust(
 def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings,
         env: dict[str, str]) -> None:
-    app = ledgers()
-    open_round(app)
-    recorder = app.recorder
-    assert isinstance(recorder, LedgerRecorder)
+    app, recorder = with_a_round(ledgers)
     kept_at, kept = chain_head(recorder)
     app.buy_in("later", "cashier", "P1", 50)  # the ledger goes on after the head was kept
     # A part that stops before the kept head's event is intact so far, and says it did not

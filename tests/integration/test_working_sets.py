@@ -179,15 +179,22 @@ def test_a_refusal_on_a_named_version_is_reported_while_queries_hand_the_round_b
         b.place_stake(rid(), "dealer", r, "P3", 3, 10, expected=shown)
 
 
-def test_a_settlement_overtaken_between_its_reads_is_a_conflict(ledgers: Ledgers) -> None:
+def waiting_to_settle(ledgers: Ledgers) -> tuple[GameLedger, Interleaved, UUID, UUID]:
+    """A round played by ``a`` up to its settlement (7, 10: the dealer stands on 17), which
+    ``b`` has read: the two ledgers, the table and the round."""
     a = ledgers(randbelow=SteeredShuffle("TS TH 7D 9S 8C TD"))
     b = ledgers(cls=Interleaved)
     assert isinstance(b, Interleaved)
-    _, r = dealt_round(a)
+    table, r = dealt_round(a)
     for box in (1, 2):
         a.stand(rid(), "dealer", r, f"P{box}", box, 0)
-    a.play_dealer(rid(), "dealer", r)  # 7, 10: the dealer stands on 17
+    a.play_dealer(rid(), "dealer", r)
     b.round_state(r)
+    return a, b, table, r
+
+
+def test_a_settlement_overtaken_between_its_reads_is_a_conflict(ledgers: Ledgers) -> None:
+    a, b, _, r = waiting_to_settle(ledgers)
     # a settles after b has read the round and before b reads the first account.
     b.before_reading[Account] = once(lambda: a.settle(rid(), "dealer", r))
     with pytest.raises(Conflict):
@@ -203,14 +210,7 @@ def test_a_settlement_whose_accounts_keep_moving_is_decided_again_while_its_roun
     # Chips move on a player's account (a buy-in here; at a casino, often another table's
     # settlement) between this settlement's reads, twice: its round has not moved, so it is
     # decided again rather than refused.
-    a = ledgers(randbelow=SteeredShuffle("TS TH 7D 9S 8C TD"))
-    b = ledgers(cls=Interleaved)
-    assert isinstance(b, Interleaved)
-    table, r = dealt_round(a)
-    for box in (1, 2):
-        a.stand(rid(), "dealer", r, f"P{box}", box, 0)
-    a.play_dealer(rid(), "dealer", r)
-    b.round_state(r)
+    a, b, table, r = waiting_to_settle(ledgers)
     # Before each account is read (P1, the house, P2): P1 is stale by the save, twice.
     moves = iter(range(6))
     b.before_reading[Account] = lambda: next(moves, None) is not None and a.buy_in(
