@@ -651,8 +651,9 @@ class GameLedger(Application[UUID]):
             round_cards: list[tuple[int, f.CardDealt]] = []
             turned: dict[int, str] = {}
             for event in self.events.get(round_id):
-                if not isinstance(event, Round.Recorded):
-                    continue
+                if not isinstance(event, Round.Recorded) or not issubclass(
+                        event.fact_class, f.CardDealt | f.HoleCardRevealed):
+                    continue  # (decoded only where a card is)
                 fact = event.fact()
                 if isinstance(fact, f.CardDealt) and getattr(event, "shoe_id", None) == shoe_id:
                     round_cards.append((event.originator_version, fact))

@@ -339,12 +339,14 @@ def _fixed_width(element: str, count: int) -> struct.Struct:
     a bulk save's is made for it alone (kept, it would hold megabytes)."""
     if count <= FIXED_WIDTH_CACHED_MAX:
         return _cached_fixed_width(element, count)
+    return _layout(element, count)
+
+
+def _layout(element: str, count: int) -> struct.Struct:
     return struct.Struct("!iiiii" + ("i" + element) * count)
 
 
-@functools.lru_cache(maxsize=2 * FIXED_WIDTH_CACHED_MAX)
-def _cached_fixed_width(element: str, count: int) -> struct.Struct:
-    return struct.Struct("!iiiii" + ("i" + element) * count)
+_cached_fixed_width = functools.lru_cache(maxsize=2 * FIXED_WIDTH_CACHED_MAX)(_layout)
 
 
 def _insert_parameters(events: Sequence[StoredEvent]) -> tuple[_BinaryArray, ...]:

@@ -777,10 +777,7 @@ class RoundMachine:
                 if peek is None:
                     raise InvariantBroken("the hole card cannot be turned over without the "
                                           "shoe it was dealt from")
-                card = peek(position)
-                if card == HIDDEN:
-                    raise InvariantBroken(f"the card dealt from position {position} has no "
-                                          "face")
+                card = peek(position)  # a face: the shoe's, or the record's (readjudicate)
             self._emit(f.HoleCardRevealed(card=card, position=position))
         depends, waits = self._dependent_hands()
         if WILD in self.dealer:
