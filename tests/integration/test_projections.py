@@ -177,6 +177,35 @@ def test_round_rows_carry_the_rules_players_money_and_times(
     assert rows[floor.rounds["prize"]]["house_result"] == -400  # 3:1 on 100, 1:1 on 100
 
 
+@pytest.mark.parametrize(("closed", "earlier"), [(False, False), (True, False), (False, True)],
+                         ids=["voided-in-betting", "voided-dealt", "table-of-an-earlier-version"])
+def test_a_bettor_who_withdrew_is_no_player_of_a_voided_round(env: Env, reads: ReadModels,
+                                                              closed: bool, earlier: bool) -> None:
+    if earlier:  # the round index as an earlier version made it, without ``betting``
+        with engine(env):
+            pass
+        with connect(env) as conn:
+            conn.execute("ALTER TABLE round_index_rounds DROP COLUMN betting")
+    casino = Casino.on(env, clock=Clock(T0))
+    try:
+        casino.fund("P1", "P2", "P3")
+        r = casino.do("start_round", casino.table("Main", CASINO))
+        for box, player in enumerate(["P1", "P1", "P2", "P3"], 1):
+            casino.do("place_stake", r, player, box, 100)
+        casino.do("withdraw_stake", r, "P1", 2)  # P1 keeps box 1
+        casino.do("withdraw_stake", r, "P2", 3)  # P2 has no stake left
+        if closed:
+            casino.do("deal", r)
+        casino.do("void", r, "wrong table limits")
+        with engine(env) as e:
+            e.catch_up(500)
+        assert [row["players"] for row in reads.search_rounds()["items"]] == [["P1", "P3"]]
+        assert reads.search_rounds(player="P2")["items"] == []
+        assert round_ids(reads.search_rounds(player="P1")) == [r]
+    finally:
+        casino.close()
+
+
 def test_keyset_pages_visit_every_round_once_in_order(
         shared: tuple[Floor, ReadModels]) -> None:
     _, reads = shared
