@@ -84,9 +84,9 @@ from ledger.money import HOUSE as HOUSE_KEY
 from ledger.money import net_movements
 from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
-from ledger.sealing import SCHEME, ShoeSealer
+from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
 from ledger.shoe import Shoe, commitment, cut_position, fresh_order, new_salt
-from ledger.storage import LedgerRecorder, newest_with_topic
+from ledger.storage import LedgerRecorder, SnapshotRecorder, newest_with_topic
 from ledger.transcoding import LedgerTranscoder, ReusedEncoder
 from ledger.working_set import WorkingSet
 
@@ -132,8 +132,9 @@ class GameLedger(Application[UUID]):
     def __init__(self, env: dict[str, str] | None = None, *, shoe_key: bytes | None = None,
                  clock: Clock = utc_now,
                  randbelow: Callable[[int], int] = secrets.randbelow) -> None:
-        """``shoe_key`` seals and opens shoe orders; a ledger built without one (a projection
-        reading the event log) can read everything but cannot shuffle or deal."""
+        """``shoe_key`` seals and opens shoe orders and signs the accounts' snapshots; a ledger
+        built without one (a projection reading the event log) can read everything but cannot
+        shuffle or deal, and reads accounts from their events only."""
         try:
             super().__init__(env=env)
         except BaseException:
@@ -145,6 +146,9 @@ class GameLedger(Application[UUID]):
                 factory.close()
             raise
         self._shoe_key = shoe_key
+        if shoe_key is not None and self.snapshots is not None \
+                and isinstance(self.snapshots.recorder, SnapshotRecorder):
+            self.snapshots.recorder.signer = SnapshotSigner(shoe_key)
         self._clock = clock
         self._randbelow = randbelow
         # Opened shoes by id and commitment (LRU): a shuffle whose save failed may share its

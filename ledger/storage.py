@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import logging
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -67,6 +68,11 @@ from psycopg import Cursor
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.rows import DictRow, tuple_row
+from psycopg.sql import SQL, Identifier
+
+from ledger.sealing import SnapshotSigner
+
+_log = logging.getLogger("pitboss.ledger")
 
 GENESIS = b"\x00" * 32
 HEAD_PATTERN = r"[0-9a-f]{64}"  # a link as the audit reports and takes it: SHA-256 in hex
@@ -101,7 +107,51 @@ class _CreatesTablesOneAtATime:
 
 
 class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
-    """The library's snapshot recorder, created one process at a time."""
+    """The library's snapshot recorder, created one process at a time, whose snapshots are
+    signed (:class:`~ledger.sealing.SnapshotSigner`). Snapshots are outside the hash chain, so
+    one that does not verify (altered, forged, or from an unsigned earlier version) is passed
+    over with a warning, and its account is read from its events. Without a signer the
+    recorder writes no snapshot and reads none."""
+
+    signer: SnapshotSigner | None = None
+
+    def insert_events(self, stored_events: Sequence[StoredEvent],
+                      **kwargs: Any) -> Sequence[int] | None:
+        if self.signer is None:
+            return None
+        super().insert_events([self.signer.sign(s) for s in stored_events], **kwargs)
+        return None
+
+    def select_events(self, originator_id: UUID | str, *, gt: int | None = None,
+                      lte: int | None = None, desc: bool = False,
+                      limit: int | None = None) -> Sequence[StoredEvent]:
+        if self.signer is None:
+            return []
+        selected = super().select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+        verified = [self.signer.verify(s) for s in selected]
+        for stored, ok in zip(selected, verified, strict=True):
+            if ok is None:
+                _log.warning("the snapshot of %s at version %d does not verify (altered, or "
+                             "not signed with this shoe key); the aggregate is read from its "
+                             "events", stored.originator_id, stored.originator_version)
+        return [s for s in verified if s is not None]
+
+    def unverified(self, originator_ids: Sequence[UUID]) -> list[tuple[UUID, int]]:
+        """The snapshots of ``originator_ids`` that do not verify, as (id, version)."""
+        if self.signer is None:
+            return []
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(SQL("SELECT originator_id, originator_version, topic, state FROM {} "
+                             "WHERE originator_id = ANY(%s) ORDER BY originator_id, "
+                             "originator_version").format(
+                                 Identifier(self.datastore.schema, self.events_table_name)),
+                         (list(originator_ids),))
+            rows = curs.fetchall()
+        stored = [StoredEvent(originator_id=r["originator_id"],
+                              originator_version=r["originator_version"], topic=r["topic"],
+                              state=bytes(r["state"])) for r in rows]
+        return [(UUID(str(s.originator_id)), s.originator_version) for s in stored
+                if self.signer.verify(s) is None]
 
 
 class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):

@@ -11,6 +11,8 @@ finding (an empty list when all agree):
   (a skipped event);
 * an account opened at or before the position that has no row (a skipped opening);
 * a row for an account the ledger does not have;
+* an account snapshot that does not verify (:class:`ledger.storage.SnapshotRecorder`): written
+  around the ledger, which passes over it;
 * a currency in which all balances together, the houses' included, differ from the chips
   bought in less those cashed out (R-M4): a posting without its counterpart, which every row
   agreeing with its own account would not reveal. The projection commits whole saves only
@@ -35,6 +37,7 @@ from psycopg.sql import SQL, Identifier
 
 from ledger.aggregates.account import Account
 from ledger.application import GameLedger
+from ledger.storage import SnapshotRecorder
 from projections.balances import BalancesView
 from projections.settings import CHECK_PAGE_ROWS, CHECK_SCAN_IDS
 
@@ -81,6 +84,7 @@ def check_part(view: BalancesView, ledger: GameLedger, part: Part | None) -> Che
     findings += [f for row in rows for f in _compare(row, ledger)]
     if rows:
         findings += _unapplied(recorder, events, rows, position)
+        findings += _unsigned(ledger, rows)
     if len(rows) == CHECK_PAGE_ROWS:
         return CheckedPart(findings, len(rows), 0, (ACCOUNTS, str(rows[-1]["account_id"])))
     return CheckedPart(findings, len(rows), 0, (OPENINGS, "0") if position > 0 else None)
@@ -138,6 +142,19 @@ def _unapplied(recorder: PostgresApplicationRecorder, events: Identifier,
     return [f"{_describe(r)}: the event at notification {later[r['account_id']]} is at or "
             f"before the projection's position {position} but was not applied"
             for r in rows if later.get(r["account_id"], position + 1) <= position]
+
+
+def _unsigned(ledger: GameLedger, rows: list[dict[str, Any]]) -> list[str]:
+    """Snapshots of the rows' accounts that do not verify: the ledger passes over them, but
+    someone wrote them around it (or they predate signing, or another shoe key signed them)."""
+    snapshots = ledger.snapshots.recorder if ledger.snapshots is not None else None
+    if not isinstance(snapshots, SnapshotRecorder):
+        return []
+    by_id = {row["account_id"]: row for row in rows}
+    return [f"{_describe(by_id[account_id])}: its snapshot at version {version} does not "
+            "verify with this shoe key (altered, written around the ledger, or signed with "
+            "another key); the ledger reads the account from its events instead"
+            for account_id, version in snapshots.unverified(list(by_id))]
 
 
 def _missing(view: BalancesView, recorder: PostgresApplicationRecorder, events: Identifier,

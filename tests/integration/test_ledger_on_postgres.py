@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -13,12 +14,21 @@ import pytest
 from eventsourcing.domain import Aggregate
 
 from api.database import DatabaseSettings
+from ledger.aggregates import ids
+from ledger.aggregates.account import Account
 from ledger.aggregates.receipt import Receipt
 from ledger.application import GameLedger
-from ledger.errors import Conflict
+from ledger.errors import Conflict, InsufficientChips
 from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
-from ledger.storage import GENESIS, LedgerRecorder, chain_head, link, verify_chain
+from ledger.storage import (
+    GENESIS,
+    LedgerRecorder,
+    SnapshotRecorder,
+    chain_head,
+    link,
+    verify_chain,
+)
 from projections.engine import Engine
 from projections.queries import ReadModels
 from tests.scripted import SteeredShuffle
@@ -316,30 +326,78 @@ def test_a_process_starting_does_not_wait_for_readers_of_the_event_table(
     assert not waited, "the restart waited for a reader of the event table"
 
 
-def test_an_altered_account_snapshot_shows_in_the_balance_check(
-        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
-        env: dict[str, str]) -> None:
-    # Snapshots sit outside the hash chain: a superuser can change one (README), and the
-    # balance read from the account changes with it. The read models, rebuilt from the
-    # events alone, tell.
-    app = ledgers()
+def _snapshotted(app: GameLedger) -> None:
+    """P1 bought in 200 times: the account's version 200 is snapshotted."""
     app.open_account("a", "cashier", "P1")
-    for n in range(200):  # version 200 is snapshotted
+    for n in range(200):
         app.buy_in(f"b{n}", "cashier", "P1", 1)
-    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_snapshots'
-    with psycopg.connect(database.conninfo()) as conn:
-        changed = conn.execute(
-            f"UPDATE {table} SET state = convert_to(regexp_replace(convert_from(state, "
-            "'UTF8'), '\"available\":\\s*199', '\"available\":1000199'), 'UTF8')").rowcount
-    assert changed == 1
-    fresh = ledgers()
-    assert fresh.balance("P1")["available"] == 1_000_200  # what the altered snapshot says
-    recorder = fresh.recorder
-    assert isinstance(recorder, LedgerRecorder)
-    assert verify_chain(recorder).intact  # the chain covers events, not snapshots
+
+
+def _balance_findings(env: dict[str, str], ledger: GameLedger) -> list[str]:
     with Engine(env) as engine:
         engine.catch_up(1000)
     with ReadModels(env) as reads:
-        findings = reads.check_balances(fresh)["findings"]
+        return list(reads.check_balances(ledger)["findings"])
+
+
+def test_a_genuine_snapshot_is_read_and_an_altered_one_passed_over_and_reported(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    # Snapshots sit outside the hash chain: a superuser can change one. Signed with a key the
+    # database does not hold, an altered one is passed over: the account comes from its
+    # events, and the balance check names the snapshot.
+    app = ledgers()
+    _snapshotted(app)
+    snapshots = app.snapshots.recorder if app.snapshots is not None else None
+    assert isinstance(snapshots, SnapshotRecorder)
+    account = ids.account_id("P1")
+    assert [s.originator_version for s in snapshots.select_events(account)] == [200]
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_snapshots'
+    with psycopg.connect(database.conninfo()) as conn:
+        row = conn.execute(f"SELECT state FROM {table}").fetchone()
+        assert row is not None
+        state = bytes(row[0])  # the account's JSON, then the tag
+        altered = re.sub(rb'"available":\s*199', b'"available":1000199', state[:-32])
+        assert altered != state[:-32]
+        conn.execute(f"UPDATE {table} SET state = %s", (altered + state[-32:],))
+    fresh = ledgers()
+    assert fresh.balance("P1")["available"] == 200  # from the events, not the snapshot
+    recorder = fresh.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    assert verify_chain(recorder).intact  # the chain covers events, not snapshots
+    findings = _balance_findings(env, fresh)
     assert len(findings) == 1
     assert "P1" in findings[0]
+    assert "snapshot at version 200 does not verify" in findings[0]
+
+
+@pytest.mark.parametrize("forgery", ["past-the-last-event", "copied-to-another-account"])
+def test_a_snapshot_written_around_the_ledger_moves_no_chips(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str], forgery: str) -> None:
+    # Whoever may insert snapshots (the service role may) but does not hold the shoe key
+    # cannot give an account chips its events do not have.
+    app = ledgers()
+    _snapshotted(app)
+    app.open_account("c", "cashier", "P2")
+    p1, p2 = ids.account_id("P1"), ids.account_id("P2")
+    rich: Any = app.repository.get(p1)
+    rich.available += 50_000
+    if forgery == "past-the-last-event":
+        target, rich._version = p1, 201  # no event 201
+    else:
+        target, rich._id, rich.owner = p2, p2, "P2"
+    stored = app.mapper.to_stored_event(Account.Snapshot.take(rich))
+    with psycopg.connect(database.conninfo()) as conn:
+        conn.execute(f'INSERT INTO "{env["POSTGRES_SCHEMA"]}".ledger_snapshots VALUES '
+                     "(%s, %s, %s, %s)", (target, stored.originator_version, stored.topic,
+                                         stored.state + bytes(32)))
+    fresh = ledgers()
+    owner = "P1" if target == p1 else "P2"
+    assert fresh.balance(owner)["available"] == (200 if target == p1 else 0)
+    with pytest.raises(InsufficientChips):
+        fresh.cash_out("out", "cashier", owner, 50_000)
+    findings = _balance_findings(env, fresh)
+    assert len(findings) == 1
+    assert owner in findings[0]
+    assert "does not verify" in findings[0]
