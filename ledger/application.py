@@ -45,11 +45,12 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, project_aggregate
-from eventsourcing.domain import Aggregate
+from eventsourcing.domain import Aggregate, OriginatorVersionError
 from eventsourcing.persistence import (
     InfrastructureFactory,
     IntegrityError,
     JSONTranscoder,
+    Mapper,
     Transcoder,
 )
 from eventsourcing.utils import Environment
@@ -87,7 +88,7 @@ from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
 from ledger.shoe import Shoe, commitment, cut_position, fresh_order, new_salt
 from ledger.storage import LedgerRecorder, SnapshotRecorder, newest_with_topic
-from ledger.transcoding import LedgerTranscoder, ReusedEncoder
+from ledger.transcoding import CheckedMapper, LedgerTranscoder, ReusedEncoder
 from ledger.working_set import WorkingSet
 
 A = TypeVar("A", bound=Aggregate)
@@ -128,6 +129,13 @@ class GameLedger(Application[UUID]):
         if isinstance(transcoder, JSONTranscoder):
             self.register_transcodings(transcoder)
         return transcoder
+
+    def construct_mapper(self) -> Mapper[UUID]:
+        """The library's mapper, checking each event it reads is whole (ledger.transcoding),
+        unless the environment names another (``MAPPER_TOPIC``)."""
+        named = self.factory.env.get(self.factory.MAPPER_TOPIC)
+        return self.factory.mapper(transcoder=self.construct_transcoder(),
+                                   mapper_class=None if named else CheckedMapper)
 
     def __init__(self, env: dict[str, str] | None = None, *, shoe_key: bytes | None = None,
                  clock: Clock = utc_now,
@@ -515,7 +523,8 @@ class GameLedger(Application[UUID]):
             finally:
                 self._working.give(held)
         try:
-            round_: Aggregate = self.repository.get(round_id, version=version)
+            with versions_follow(round_id):
+                round_: Aggregate = self.repository.get(round_id, version=version)
         except AggregateNotFoundError:
             raise NotFound(f"Round {round_id} has no version {version}.", "R-V1") from None
         if not isinstance(round_, Round):
@@ -566,22 +575,38 @@ class GameLedger(Application[UUID]):
         events = list(self.events.get(round_id))
         if not events or not isinstance(events[0], Round.Created):
             raise NotFound(f"There is no round {round_id}.", "R-V1")
+        for version, event in enumerate(events, 1):
+            if event.originator_version != version:
+                raise InvariantBroken(f"{_NOT_FOLLOWING.format(round_id)}: version {version} "
+                                      f"is followed by {event.originator_version}")
         return events
 
     def check_round(self, round_id: UUID) -> list[str]:
         """Re-run the rules over the recorded cards and decisions (R-S1): findings, if any.
         Everything comes from the stored events, read once: the rules and limits the round
         was started under, then its facts."""
-        created, *rest = self._round_events(round_id)
-        rules = RuleSet.from_dict(created.rules)
+        try:
+            created, *rest = self._round_events(round_id)
+        except InvariantBroken as error:
+            return [unreplayable(error)]
+        named = f"{created.rules.get('name')} v{created.rules.get('version')}"
         if rules_hash(created.rules) != created.rules_hash:
             # Re-run, altered rules would blame the settlement for what was done to them.
-            return [f"v1: the rules recorded ({rules.name} v{rules.version}) do not match the "
-                    f"content hash recorded with them, {created.rules_hash}: the record of the "
-                    "rules was altered, so the round cannot be checked against them (R-S1)"]
+            return [f"v1: the rules recorded ({named}) do not match the content hash recorded "
+                    f"with them, {created.rules_hash}: the record of the rules was altered, so "
+                    "the round cannot be checked against them (R-S1)"]
+        findings = []
+        record = next(iter(self.events.get(ids.rule_set_id(
+            str(created.rules.get("name")), created.rules.get("version")), limit=1)), None)
+        if isinstance(record, RuleSetRecord.Created) and record.rules_hash != created.rules_hash:
+            findings.append(f"v1: {named} stands for other rules (content hash "
+                            f"{record.rules_hash}, recorded when first used) than this round "
+                            f"played ({created.rules_hash}): recorded before names and "
+                            "versions were checked, or written around the ledger (R-S1)")
         facts = [e for e in rest if isinstance(e, Round.Recorded)]
-        return readjudicate(rules, TableLimits.from_dict(created.limits),
-                            [e.fact() for e in facts], [e.originator_version for e in facts])
+        return findings + readjudicate(
+            RuleSet.from_dict(created.rules), TableLimits.from_dict(created.limits),
+            [e.fact() for e in facts], [e.originator_version for e in facts])
 
     def balance(self, player: str) -> dict[str, Any]:
         try:
@@ -642,6 +667,12 @@ class GameLedger(Application[UUID]):
     def verify_shoe(self, shoe_id: UUID) -> list[str]:
         """For a retired shoe: the reveal matches the commitment, and every card dealt from
         the shoe was the next card of the revealed order (R-H2, R-H3). Findings, if any."""
+        try:
+            return self._shoe_findings(shoe_id)
+        except InvariantBroken as error:
+            return [unreplayable(error)]
+
+    def _shoe_findings(self, shoe_id: UUID) -> list[str]:
         public = self.shoe(shoe_id)
         if not public["retired"]:
             return ["the shoe is still live: its order is not revealed yet"]
@@ -876,15 +907,17 @@ class GameLedger(Application[UUID]):
 
     def _load(self, aggregate_id: UUID, what: str) -> Aggregate:
         try:
-            aggregate: Aggregate = self.repository.get(aggregate_id)
+            with versions_follow(aggregate_id):
+                aggregate: Aggregate = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             raise NotFound(f"There is no {what} {aggregate_id}.", "R-V1") from None
         return aggregate
 
     def _catch_up(self, aggregate: Aggregate) -> Aggregate:
         """The aggregate with the events recorded after its version applied."""
-        caught_up = project_aggregate(aggregate, self.events.get(aggregate.id,
-                                                                 gt=aggregate.version))
+        with versions_follow(aggregate.id):
+            caught_up = project_aggregate(aggregate, self.events.get(aggregate.id,
+                                                                     gt=aggregate.version))
         if caught_up is None:  # pragma: no cover (only a Created event starts afresh)
             raise InvariantBroken(f"the events after version {aggregate.version} of "
                                   f"{aggregate.id} did not apply to it")
@@ -1038,6 +1071,25 @@ _TICK = timedelta(microseconds=1)  # the finest step of a recorded time
 def _conflict() -> Conflict:
     return Conflict("Another request changed this first; nothing was changed. Look at the "
                     "current state and decide again.", "R-V1")
+
+
+
+_NOT_FOLLOWING = "the stored events of {} skip or repeat a version"
+
+
+def unreplayable(error: InvariantBroken) -> str:
+    """A check's finding for a record that does not replay."""
+    return (f"{error}: the record does not replay, so it cannot be checked; the hash chain "
+            "(GET /audit/chain) shows whether it was altered")
+
+
+@contextlib.contextmanager
+def versions_follow(aggregate_id: UUID) -> Iterator[None]:
+    """Loading an aggregate: a gap in its stored versions is a broken record, said so."""
+    try:
+        yield
+    except OriginatorVersionError as error:
+        raise InvariantBroken(_NOT_FOLLOWING.format(aggregate_id)) from error
 
 
 def _no_account(player: str) -> NotFound:

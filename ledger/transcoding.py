@@ -1,4 +1,5 @@
-"""JSON as the standard library's encoder writes it, with less work per call.
+"""How events become stored bytes and back: JSON as the standard library's encoder writes it,
+with less work per call, and a mapper that refuses an event it cannot make whole.
 
 ``json.JSONEncoder.encode`` builds a new C encoder (and the closures around it) on every
 call, a large share of the cost of encoding one small event. :class:`ReusedEncoder`
@@ -9,13 +10,24 @@ transcoder reads them back as before.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json.encoder
 import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
-from eventsourcing.persistence import JSONTranscoder
+from eventsourcing.persistence import (
+    JSONTranscoder,
+    Mapper,
+    MapperDeserialisationError,
+    StoredEvent,
+)
+from eventsourcing.utils import TopicError
+
+from ledger.errors import InvariantBroken
 
 _MAKE_ENCODER: Callable[..., Callable[[Any, int], Any]] | None = getattr(
     json.encoder, "c_make_encoder", None)
@@ -71,3 +83,37 @@ class LedgerTranscoder(JSONTranscoder):
 
     def encode(self, obj: Any) -> bytes:
         return self._reused.encode(obj).encode("utf8")
+
+
+class CheckedMapper(Mapper[UUID]):
+    """The library's mapper, refusing a stored event it cannot make whole: unreadable state,
+    an unknown topic, or a field its class needs that the state lacks (the library would
+    make the event all the same, and the missing field would fail later, wherever it is
+    read). The refusal is :class:`~ledger.errors.InvariantBroken`, naming the event."""
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        try:
+            event = super().to_domain_event(stored_event)
+        except (MapperDeserialisationError, TopicError) as error:
+            raise _undecodable(stored_event, str(error)) from error
+        missing = _required_fields(type(event)) - event.__dict__.keys()
+        if missing:
+            raise _undecodable(stored_event, "it has no " + ", ".join(sorted(missing)))
+        return event
+
+
+def _undecodable(stored: StoredEvent, why: str) -> InvariantBroken:
+    return InvariantBroken(f"the stored event {stored.originator_id} v"
+                           f"{stored.originator_version} ({stored.topic}) does not decode: "
+                           f"{why}")
+
+
+@functools.cache
+def _required_fields(cls: type) -> frozenset[str]:
+    """The fields of an event class without a default (an event recorded before a field with
+    a default was added reads it from the class)."""
+    if not dataclasses.is_dataclass(cls):
+        return frozenset()
+    return frozenset(f.name for f in dataclasses.fields(cls)
+                     if f.default is dataclasses.MISSING
+                     and f.default_factory is dataclasses.MISSING)

@@ -36,7 +36,8 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
 from ledger.aggregates.account import Account
-from ledger.application import GameLedger
+from ledger.application import GameLedger, unreplayable, versions_follow
+from ledger.errors import InvariantBroken
 from ledger.storage import SnapshotRecorder
 from projections.balances import BalancesView
 from projections.settings import CHECK_PAGE_ROWS, CHECK_SCAN_IDS
@@ -112,9 +113,12 @@ def _describe(row: dict[str, Any]) -> str:
 
 def _compare(row: dict[str, Any], ledger: GameLedger) -> list[str]:
     try:
-        account: Any = ledger.repository.get(row["account_id"], version=row["version"])
+        with versions_follow(row["account_id"]):
+            account: Any = ledger.repository.get(row["account_id"], version=row["version"])
     except AggregateNotFoundError:
         return [f"{_describe(row)}: projected, but the ledger has no such account"]
+    except InvariantBroken as error:
+        return [f"{_describe(row)}: {unreplayable(error)}"]
     if not isinstance(account, Account):
         return [f"{_describe(row)}: projected, but {row['account_id']} is not an account"]
     if account.version != row["version"]:

@@ -12,19 +12,22 @@ from uuid import UUID
 import psycopg
 import pytest
 from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import StoredEvent
 
 from api.database import DatabaseSettings
 from ledger.aggregates import ids
 from ledger.aggregates.account import Account
 from ledger.aggregates.receipt import Receipt
+from ledger.aggregates.table import Table
 from ledger.application import GameLedger
-from ledger.errors import Conflict, InsufficientChips
+from ledger.errors import Conflict, InsufficientChips, InvariantBroken
 from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
 from ledger.storage import (
     GENESIS,
     LedgerRecorder,
     SnapshotRecorder,
+    _insert_parameters,
     chain_head,
     link,
     verify_chain,
@@ -401,3 +404,76 @@ def test_a_snapshot_written_around_the_ledger_moves_no_chips(
     assert len(findings) == 1
     assert owner in findings[0]
     assert "does not verify" in findings[0]
+
+
+def append_around_the_ledger(app: GameLedger, *events: Any) -> None:
+    """What the service role's credentials allow: events through the insert function, linked
+    into the chain like any other, that the application never decided."""
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    stored = [e if isinstance(e, StoredEvent) else app.mapper.to_stored_event(e)
+              for e in events]
+    with recorder.datastore.get_connection() as conn:
+        conn.execute(recorder._insert_statement, _insert_parameters(stored))
+
+
+def test_a_round_event_that_does_not_decode_is_a_finding_and_a_sentence_not_a_crash(
+        ledgers: Callable[..., GameLedger]) -> None:
+    app = ledgers()
+    _, round_id = open_round(app)
+    version = app.round_state(round_id)["version"]
+    append_around_the_ledger(app, StoredEvent(originator_id=round_id,
+                                              originator_version=version + 1,
+                                              topic="pitboss:Round.StakeSettled", state=b"{}"))
+    fresh = ledgers()
+    findings = fresh.check_round(round_id)
+    assert len(findings) == 1
+    assert f"v{version + 1} (pitboss:Round.StakeSettled) does not decode" in findings[0]
+    assert "GET /audit/chain" in findings[0]
+    for read in (fresh.replay, fresh.round_events, fresh.round_state):
+        with pytest.raises(InvariantBroken, match="does not decode: it has no "):
+            read(round_id)
+    assert verify_chain(fresh.recorder).intact  # type: ignore[arg-type]  # linked like any
+
+
+def test_an_account_missing_an_event_is_a_finding_of_the_balance_check(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    app = ledgers()
+    open_round(app)
+    with Engine(env) as engine:
+        engine.catch_up(1000)
+    with behind_the_ledger(database, env) as (conn, table):
+        conn.execute(f"DELETE FROM {table} WHERE originator_id = %s AND originator_version = 2",
+                     (ids.account_id("P1"),))
+    fresh = ledgers()
+    with pytest.raises(InvariantBroken, match="skip or repeat a version"):
+        fresh.balance("P1")
+    with ReadModels(env) as reads:
+        findings = reads.check_balances(fresh)["findings"]
+    assert [f for f in findings if "P1" in f and "skip or repeat a version" in f]
+
+
+def test_a_round_played_under_rules_its_name_and_version_do_not_stand_for_is_a_finding(
+        ledgers: Callable[..., GameLedger]) -> None:
+    # A rules change appended around the ledger: "casino v1" paying 6:5, which the ledger
+    # itself refuses (R-S1). The rounds played under it follow those rules, so only the
+    # registry of names and versions tells.
+    app = ledgers()
+    table, round_id = open_round(app)
+    app.void("v", "boss", round_id, "to change the rules")
+    forged = CASINO.evolve(natural_pays=(6, 5))
+    assert (forged.name, forged.version) == (CASINO.name, CASINO.version)
+    current: Any = app.repository.get(table)
+    append_around_the_ledger(app, Table.RulesChanged(  # type: ignore[call-arg]
+        originator_id=table, originator_version=current.version + 1,
+        timestamp=current.modified_on, rules=forged.to_dict(), rules_hash=forged.content_hash,
+        limits=current.limits, reason="forged", actor="boss", request_id="forged"))
+    fresh = ledgers()
+    r = fresh.start_round("s2", "dealer", table)
+    assert fresh.round_state(r)["rules_hash"] == forged.content_hash
+    findings = fresh.check_round(r)
+    assert len(findings) == 1
+    assert f"{CASINO.name} v{CASINO.version} stands for other rules (content hash " \
+        f"{CASINO.content_hash}" in findings[0]
+    assert fresh.check_round(round_id) == []
