@@ -25,11 +25,10 @@ search shape needs an index that yields its rows already in that order: the quer
 Combinations use the most selective of these and filter the rest; the statement timeout of
 :mod:`projections.queries` bounds any shape that would still read far.
 
-Players are the bettors who placed a stake; once betting closes, exactly the bettors dealt in
-(``BettingClosed.players``); a round voided while betting was open keeps those who still had a
-stake (the void released it), so a bettor who withdrew his last stake is no player. The column
-``betting`` (not shown in searches) says betting is still open. Amounts come from
-:mod:`projections.amounts`.
+Players are the bettors with a stake on a box: while betting is open, the column ``stakes`` (not
+shown in searches) holds the bettor of each stake, so a bettor who withdrew his last one is no
+player; once betting closes, exactly the bettors dealt in (``BettingClosed.players``). Amounts
+come from :mod:`projections.amounts`.
 """
 
 from __future__ import annotations
@@ -70,10 +69,10 @@ _STREAMS = (ROUND_STREAM, Table.Created.TOPIC)
 
 COLUMNS = ("round_id", "table_id", "round_no", "started_at", "ended_at", "rules_hash",
            "rules_name", "rules_version", "currency", "status", "players", "total_staked",
-           "total_paid", "house_result", "held", "wild_card", "prize", "ruling", "betting",
+           "total_paid", "house_result", "held", "wild_card", "prize", "ruling", "stakes",
            "version", "last_notification_id")
 _CHANGING = ("ended_at", "status", "players", "total_staked", "total_paid", "house_result",
-             "held", "wild_card", "prize", "ruling", "betting", "version",
+             "held", "wild_card", "prize", "ruling", "stakes", "version",
              "last_notification_id")
 
 
@@ -98,7 +97,7 @@ class RoundIndexView(View):
                 "players text[] NOT NULL, total_staked bigint NOT NULL, "
                 "total_paid bigint NOT NULL, house_result bigint NOT NULL, "
                 "held bigint NOT NULL, wild_card boolean NOT NULL, prize boolean NOT NULL, "
-                "ruling boolean NOT NULL, betting boolean NOT NULL DEFAULT false, "
+                "ruling boolean NOT NULL, stakes text[] NOT NULL DEFAULT '{{}}', "
                 "version bigint NOT NULL, "
                 "last_notification_id bigint NOT NULL, "
                 "CONSTRAINT known_status CHECK (status IN ('open', 'settled', 'voided')), "
@@ -106,12 +105,13 @@ class RoundIndexView(View):
                 "CONSTRAINT ended_rounds_hold_nothing CHECK (status = 'open' OR held = 0), "
                 "CONSTRAINT money_conserved CHECK "
                 "(total_staked - total_paid - house_result = held))").format(rounds),
-            # Tables made by an earlier version lack ``betting``; their open rounds read as
-            # dealt. Guarded: ALTER TABLE would lock out readers at every start.
+            # Tables made by an earlier version lack ``stakes``: a withdrawal in a round they
+            # counted stakes of leaves its players as they were. Guarded: ALTER TABLE would
+            # lock out readers at every start.
             SQL("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
-                "(quote_ident({}) || '.' || quote_ident({}))::regclass AND attname = 'betting' "
-                "AND NOT attisdropped) THEN ALTER TABLE {} ADD COLUMN betting boolean NOT NULL "
-                "DEFAULT false; END IF; END $$").format(
+                "(quote_ident({}) || '.' || quote_ident({}))::regclass AND attname = 'stakes' "
+                "AND NOT attisdropped) THEN ALTER TABLE {} ADD COLUMN stakes text[] NOT NULL "
+                "DEFAULT '{{}}'; END IF; END $$").format(
                 Literal(self.datastore.schema), Literal(self.name_of("rounds")), rounds),
             index("started", "started_at, round_id"),
             index("table", "table_id, started_at, round_id"),
@@ -193,7 +193,7 @@ def _next(row: dict[str, Any] | None, item: Item) -> dict[str, Any]:
                  "rules_version": int(event.rules["version"]), "currency": event.currency,
                  "status": OPEN, "players": [], "total_staked": 0, "total_paid": 0,
                  "house_result": 0, "held": 0, "wild_card": False, "prize": False,
-                 "ruling": False, "betting": True}
+                 "ruling": False, "stakes": []}
     row = versioned("round", row, item, fresh)
     row["last_notification_id"] = item.notification_id
     return row
@@ -210,10 +210,17 @@ def _apply_fact(row: dict[str, Any], fact: f.Fact, at: datetime, item: Item,
     row["house_result"] += money.house
     row["held"] += money.held
     if isinstance(fact, f.StakePlaced):
+        row["stakes"] = [*row["stakes"], fact.bettor]
         _set_players(row, [*row["players"], fact.bettor], changes)
+    elif isinstance(fact, f.StakeWithdrawn) and fact.bettor in row["stakes"]:
+        stakes = list(row["stakes"])
+        stakes.remove(fact.bettor)
+        row["stakes"] = stakes
+        if fact.bettor not in stakes:
+            _set_players(row, [p for p in row["players"] if p != fact.bettor], changes)
     elif isinstance(fact, f.BettingClosed):
+        row["stakes"] = []
         _set_players(row, list(fact.players), changes)
-        row["betting"] = False
     elif isinstance(fact, f.WildCardDrawn):
         # Face down (the dealer's hole card), it is the dealer's secret until turned over.
         row["wild_card"] = row["wild_card"] or fact.face_up
@@ -224,9 +231,6 @@ def _apply_fact(row: dict[str, Any], fact: f.Fact, at: datetime, item: Item,
     elif isinstance(fact, f.RulingRecorded):
         row["ruling"] = True
     elif isinstance(fact, f.RoundSettled | f.RoundVoided):
-        if isinstance(fact, f.RoundVoided) and row["betting"]:
-            _set_players(row, [p for p in row["players"] if fact.released.get(p)], changes)
-            row["betting"] = False
         _end(row, fact, at, item)
     if row["held"] < 0:
         raise InvariantBroken(f"round {row['round_id']}: more chips released than held "
