@@ -157,6 +157,9 @@ class HouseResultSchema(Out):
 
 
 class BalanceCheckSchema(FindingsSchema):
+    findings_before = fields.Integer(required=True, metadata={
+        "description": "Findings the earlier parts of this check made (by the cursor); ok is "
+                       "true only when there are none there or here."})
     complete = fields.Boolean(required=True, metadata={
         "description": "Whether the check reached its end; if not, go on from next_cursor."})
     accounts_checked = fields.Integer(required=True, metadata={

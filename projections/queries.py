@@ -263,10 +263,13 @@ class ReadModels:
         """Every projected balance against the ledger's account aggregate, and R-M4 over the
         view: the findings, if any. Parts of the check follow one another from ``cursor`` (None:
         the start) until it is complete, ``budget_s`` seconds have passed (None: no limit), or
-        ``CHECK_FINDINGS_MAX`` findings are in hand; ``next_cursor`` goes on from there."""
+        ``CHECK_FINDINGS_MAX`` findings are in hand; ``next_cursor`` goes on from there, and
+        carries how many findings the parts before it made (``findings_before``), so that
+        ``ok`` speaks for the whole check so far."""
         part: Part | None = None
+        before = 0
         if cursor is not None:
-            phase, after = _decode_cursor(cursor, "balance-check", _part_key)
+            phase, after, before = _decode_cursor(cursor, "balance-check", _part_key, parts=3)
             part = (phase, after)
         findings: list[str] = []
         accounts = events = 0
@@ -280,14 +283,15 @@ class ReadModels:
             if part is None or len(findings) >= CHECK_FINDINGS_MAX or (
                     budget_s is not None and time.monotonic() - started >= budget_s):
                 break
+        found = before + len(findings)
         if len(findings) > CHECK_FINDINGS_MAX:
             more = len(findings) - CHECK_FINDINGS_MAX
             findings = [*findings[:CHECK_FINDINGS_MAX],
                         f"and {more} more findings in the part checked, not listed"]
-        return {"ok": not findings, "findings": findings, "complete": part is None,
-                "accounts_checked": accounts, "events_scanned": events,
-                "next_cursor": None if part is None else _encode_cursor("balance-check",
-                                                                        list(part))}
+        return {"ok": found == 0, "findings": findings, "findings_before": before,
+                "complete": part is None, "accounts_checked": accounts, "events_scanned": events,
+                "next_cursor": None if part is None else _encode_cursor(
+                    "balance-check", [*part, str(found)])}
 
     # ----------------------------------------------------------- table / day
 
@@ -374,8 +378,8 @@ def _encode_cursor(of: str, key: list[str]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str, of: str, parse: Callable[[list[str]], list[Any]]
-                   ) -> list[Any]:
+def _decode_cursor(cursor: str, of: str, parse: Callable[[list[str]], list[Any]],
+                   parts: int = 2) -> list[Any]:
     refused = QueryRefused("The cursor is not one this list gave out; start again without it.",
                               field="cursor")
     if not isinstance(cursor, str) or not 1 <= len(cursor) <= CURSOR_MAX_CHARS:
@@ -383,7 +387,7 @@ def _decode_cursor(cursor: str, of: str, parse: Callable[[list[str]], list[Any]]
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         key = json.loads(raw)
-        if not isinstance(key, list) or len(key) != 3 or key[0] != of \
+        if not isinstance(key, list) or len(key) != parts + 1 or key[0] != of \
                 or not all(isinstance(k, str) and k.isprintable() for k in key):
             raise ValueError(key)
         for k in key:
@@ -406,12 +410,18 @@ def _balance_key(key: list[str]) -> list[Any]:
 
 
 def _part_key(key: list[str]) -> list[Any]:
-    phase, after = key
-    if phase == ACCOUNTS:
-        return [phase, str(UUID(after))]
-    if phase != OPENINGS or not after.isascii() or not after.isdigit() or len(after) > 19:
+    phase, after, found = key
+    if not _digits(found):
         raise ValueError(key)
-    return [phase, str(int(after))]
+    if phase == ACCOUNTS:
+        return [phase, str(UUID(after)), int(found)]
+    if phase != OPENINGS or not _digits(after):
+        raise ValueError(key)
+    return [phase, str(int(after)), int(found)]
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 19
 
 
 def _iso(at: datetime | None) -> str | None:
