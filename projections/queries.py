@@ -298,7 +298,8 @@ class ReadModels:
     def table_day_report(self, table_id: UUID, day_from: date, day_to: date
                          ) -> list[dict[str, Any]]:
         """One row per gaming day from ``day_from`` to ``day_to`` (both included) on which the
-        table had activity or was open: a day it was open without any is a "no activity" row.
+        table had activity or was open: a day it was open without any is a "no activity" row,
+        claimed only for time the view has read (its lag: :meth:`positions`).
         Held chips and open rounds are as at the end of each gaming day."""
         if not isinstance(table_id, UUID):
             raise QueryRefused("A table id is a UUID.", field="table_id")
@@ -318,6 +319,9 @@ class ReadModels:
         q = self._days.qualified
         with self._read() as curs:
             gaming_day = stored_gaming_day(curs, self._days)
+            (lag,) = lag_report(curs, self._events, [("table_days", self._days)])
+            curs.execute(SQL("SELECT applied_until FROM {}").format(q("settings")))
+            applied = curs.fetchone()
             curs.execute(SQL("SELECT name, currency FROM {} WHERE table_id = %s").format(
                 q("tables")), (table_id,))
             table = curs.fetchone()
@@ -338,8 +342,12 @@ class ReadModels:
                              ).format(q("intervals")), (table_id, end, begin))
             intervals = [(row["opened_at"], row["closed_at"]) for row in curs.fetchall()]
         assert opening is not None
+        assert applied is not None
         held, open_rounds = int(opening["held"]), int(opening["open"])
-        now = datetime.now(UTC)
+        # Up to when the view has read the log: now once it has caught up, else the time of the
+        # latest event it counted. A day after that may have had rounds it has not read.
+        now = datetime.now(UTC) if lag["lag_events"] == 0 else (
+            applied["applied_until"] or datetime.min.replace(tzinfo=UTC))
         out = []
         day = day_from
         while day <= day_to:
@@ -348,7 +356,8 @@ class ReadModels:
             if row is not None:
                 held += row["held_delta"]
                 open_rounds += row["open_delta"]
-            # Open at some moment of the day that has already come (not a future day).
+            # Open at some moment of the day that has already come (not a future day) and
+            # that the view has read.
             was_open = starts < now and any(o < min(ends, now) and (c is None or c > starts)
                                             for o, c in intervals)
             if row is not None or was_open:

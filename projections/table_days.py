@@ -71,9 +71,18 @@ class TableDaysView(View):
         q = self.qualified
         return [
             # The gaming day this generation of the view counts in; one row, set at creation.
+            # ``applied_until``: the latest time of an event the view has counted, so that the
+            # report claims no "no activity" day the view has not read yet.
             SQL("CREATE TABLE IF NOT EXISTS {} (singleton boolean PRIMARY KEY DEFAULT true "
-                "CHECK (singleton), tz text NOT NULL, day_start time NOT NULL)"
-                ).format(q("settings")),
+                "CHECK (singleton), tz text NOT NULL, day_start time NOT NULL, "
+                "applied_until timestamptz)").format(q("settings")),
+            # Guarded: ALTER TABLE would lock out readers at every start.
+            SQL("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
+                "(quote_ident({}) || '.' || quote_ident({}))::regclass AND attname = "
+                "'applied_until' AND NOT attisdropped) THEN ALTER TABLE {} ADD COLUMN "
+                "applied_until timestamptz; END IF; END $$").format(
+                Literal(self.datastore.schema), Literal(self.name_of("settings")),
+                q("settings")),
             SQL("INSERT INTO {} (tz, day_start) VALUES ({}, {}) ON CONFLICT DO NOTHING").format(
                 q("settings"), Literal(self.gaming_day.tz_name),
                 Literal(self.gaming_day.start.isoformat())),
@@ -131,6 +140,8 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
             SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in _DAY_COLUMNS),
             SQL(", ").join(SQL("{0} = d.{0} + EXCLUDED.{0}").format(Identifier(c))
                            for c in COUNTERS))
+        self._applied_until = SQL("UPDATE {} SET applied_until = greatest(applied_until, %s)"
+                                  ).format(q("settings"))
 
     def apply(self, curs: Curs, items: Sequence[Item]) -> None:
         gaming_day = stored_gaming_day(curs, self.view)
@@ -176,6 +187,9 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
             curs.executemany(self._upsert_round, list(touched_rounds.values()))
         if days:
             curs.executemany(self._upsert_day, list(days.values()))
+        counted = [i.event.timestamp for i in items if i.event is not None]
+        if counted:
+            curs.execute(self._applied_until, (max(counted),))
 
     def _table(self, curs: Curs, row: dict[str, Any] | None, item: Item) -> dict[str, Any]:
         event = item.event

@@ -116,6 +116,25 @@ def test_days_the_table_was_open_without_a_round_say_no_activity(week: Week,
     assert days["2025-03-09"]["starts_at"] == "2025-03-09T10:00:00+00:00"
 
 
+def test_no_activity_is_claimed_only_for_days_the_view_has_read(week: Week, env: Env,
+                                                                 reads: ReadModels) -> None:
+    # A round on Monday 10 March that the view has not read yet. It has read up to the
+    # reopening on Sunday at 20:00, so from then on it claims nothing, though the table was
+    # open; Thursday, read in full, still is a "no activity" day.
+    week.clock.set(local(10, 9))
+    week.casino.simple_round(week.table)
+    days = by_day(reads.table_day_report(week.table, date(2025, 3, 2), date(2025, 3, 12)))
+    assert sorted(days)[-2:] == ["2025-03-05", "2025-03-06"]
+    assert days["2025-03-06"]["no_activity"]
+    with engine(env) as e:
+        e.catch_up(50)
+    days = by_day(reads.table_day_report(week.table, date(2025, 3, 2), date(2025, 3, 12)))
+    assert days["2025-03-10"]["rounds_played"] == 1
+    assert not days["2025-03-10"]["no_activity"]
+    assert days["2025-03-09"]["no_activity"]
+    assert days["2025-03-11"]["no_activity"]  # open, read, nothing played
+
+
 def test_a_changed_gaming_day_applies_after_a_rebuild(week: Week, env: Env) -> None:
     utc_env = {**env, "PITBOSS_GAMING_DAY_TZ": "UTC", "PITBOSS_GAMING_DAY_START": "12:00"}
     rebuild(utc_env, "table_days")
