@@ -114,8 +114,9 @@ class Account(Aggregate):
              actor: str, request_id: str, now: datetime) -> None:
         """R-M3, write side: refuse a movement that would overdraw a player."""
         if self.kind == PLAYER and self.available + available_delta < 0:
-            raise InsufficientChips(f"{self.owner} has {self.available} available, less than "
-                                    f"the {-available_delta} this needs.", "R-M3")
+            # Said at the table, to a dealer who may not read balances: no balance in it.
+            raise InsufficientChips(f"{self.owner} has fewer chips available than the "
+                                    f"{-available_delta} this needs.", "R-M3")
         if self.held + held_delta < 0 or (self.kind == HOUSE and held_delta):
             raise InvariantBroken(f"a posting would release chips {self.owner} does not hold")
         self.trigger_event(self.Posted, round_id=round_id, held_delta=held_delta,

@@ -287,6 +287,8 @@ def test_an_invalid_rule_set_is_422_naming_the_setting(http, body, field):
 
 def test_insufficient_chips_is_422_with_its_rule(desk):
     body = problem_of(stake(desk, bettor="P1", box=1, amount=600), 422)
+    assert body["detail"] == "P1 has fewer chips available than the 600 this needs."
+    assert "500" not in body["detail"]  # P1's balance: the dealer may not read it
     assert body["rule"] == "R-M3"
     assert body["error"] == "InsufficientChips"
     assert body["type"] == "urn:pitboss:problem:insufficient-chips"
