@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from http import HTTPStatus
@@ -83,7 +84,7 @@ def guard(blp: Blueprint, *roles: str, mutating: bool = False,
     """
 
     def decorator(view: F) -> F:
-        decorated: Any = view
+        decorated: Any = _query_as_documented(view)
         if mutating:
             decorated = blp.arguments(
                 headers or IdempotencyHeaderSchema(), location="headers", as_kwargs=True,
@@ -98,6 +99,35 @@ def guard(blp: Blueprint, *roles: str, mutating: bool = False,
         return decorated  # type: ignore[no-any-return]
 
     return decorator
+
+
+def _query_as_documented(view: F) -> F:
+    """The view refuses (422, naming it) a query parameter its documentation does not list,
+    and one given twice: ignored, ``?version=1`` would answer with the latest version, and of
+    ``?limit=1&limit=500`` webargs would keep the first where a proxy may keep the last."""
+    documented = frozenset(
+        field.data_key or name
+        for parameters in getattr(view, "_apidoc", {}).get("arguments", {}).get(
+            "parameters", [])
+        if parameters.get("in") == "query"
+        for name, field in _schema(parameters["schema"]).fields.items())
+
+    @functools.wraps(view)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        query = flask.request.args
+        unknown = [name for name in query if name not in documented]
+        twice = [name for name in query if len(query.getlist(name)) > 1]
+        if unknown or twice:
+            abort(422, messages={"query": {
+                **{name: ["Unknown field."] for name in unknown},
+                **{name: ["Given more than once."] for name in twice if name not in unknown}}})
+        return view(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]
+
+
+def _schema(schema: Schema | type[Schema]) -> Schema:
+    return schema() if isinstance(schema, type) else schema
 
 
 def actor() -> str:

@@ -282,6 +282,25 @@ def test_an_invalid_rule_set_is_422_naming_the_setting(http, body, field):
     assert field in problem["errors"], problem
 
 
+@pytest.mark.parametrize(("method", "path", "query", "field"), [
+    ("GET", "/rounds/{r}", "version=1", "version"),  # answered with the latest, ignored
+    ("GET", "/audit/rounds/{r}/events", "after=1", "after"),
+    ("GET", "/whoami", "x=1", "x"),
+    ("POST", "/rounds/{r}/stakes", "amount=999", "amount"),
+    ("GET", "/audit/rounds", "limit=5&status=settled&status=open", "status"),  # twice
+    ("GET", "/accounts/P1/entries", "limit=1&limit=500&after=0", "limit"),
+    ("GET", "/audit/rounds", "wild_card=true&limit=5&x=1", "x"),
+])
+def test_a_query_parameter_the_route_does_not_take_or_given_twice_is_refused(
+        desk, method, path, query, field):
+    url = path.format(r=desk.round_id) + "?" + query
+    body = {"bettor": "P2", "box": 2, "amount": 10} if method == "POST" else None
+    response = desk.http.request(method, url, json=body,
+                                 role="dealer" if method == "POST" else "auditor")
+    problem = problem_of(response, 422)
+    assert list(problem["errors"]) == [field], problem
+
+
 # --- the ledger's refusals -------------------------------------------------------------------
 
 
