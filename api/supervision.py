@@ -8,7 +8,7 @@ from uuid import UUID
 from api.auth import MANAGER
 from api.schemas import ChangeRulesSchema, ReasonSchema, RulingSchema, TableSchema
 from api.services import ledger
-from api.tables import round_command, rules_from
+from api.tables import round_command, rules_from, settings_named
 from api.views import Blueprint, actor, guard
 
 blp = Blueprint("supervision", __name__, description="Supervision (manager).")
@@ -24,8 +24,9 @@ def change_rules(body: dict[str, Any], table_id: UUID, request_id: str) -> dict[
     Limits not given stay as they are. A setting out of range is refused naming the field.
     """
     led = ledger()
-    led.change_rules(request_id, actor(), table_id, rules_from(body), body.get("limits") or {},
-                     body["reason"])
+    with settings_named():
+        led.change_rules(request_id, actor(), table_id, rules_from(body),
+                         body.get("limits") or {}, body["reason"])
     return led.table(table_id)
 
 

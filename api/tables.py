@@ -7,7 +7,9 @@ dealer's face-down card stays ``hidden`` until revealed (R-G2), the shoe never s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
 from typing import Any
 from uuid import UUID
 
@@ -44,6 +46,24 @@ VIEWERS = (DEALER, MANAGER, AUDITOR)
 _NO_BODY = NoBodySchema()  # one instance: given a class, webargs builds one per request
 
 
+_LIMITS = frozenset(f.name for f in dataclasses.fields(TableLimits))
+_RULES = frozenset(f.name for f in dataclasses.fields(RuleSet))
+
+
+@contextlib.contextmanager
+def settings_named() -> Iterator[None]:
+    """A refused setting named as the request holds it: ``limits.table_max``, ``overrides.
+    decks`` (the ledger names the setting alone; the top-level ``name`` is the table's)."""
+    try:
+        yield
+    except RuleSetInvalid as error:
+        if error.field in _LIMITS:
+            error.field = f"limits.{error.field}"
+        elif error.field in _RULES:
+            error.field = f"overrides.{error.field}"
+        raise
+
+
 def rules_from(body: dict[str, Any]) -> RuleSet:
     """A preset with its overrides (validated as the rule set is built). Rules that differ
     from the preset carry a name or version of their own: a round records the rule set by
@@ -66,11 +86,12 @@ def rules_from(body: dict[str, Any]) -> RuleSet:
 @blp.response(201, TableSchema)
 def open_table(body: dict[str, Any], request_id: str) -> dict[str, Any]:
     """Open a table under a preset (R-S2), with overrides and limits (R-S1, R-X15)."""
-    rules = rules_from(body)
-    limits = TableLimits.from_dict(body.get("limits") or {})
     led = ledger()
-    table_id = led.open_table(request_id, actor(), body["name"], rules, limits,
-                              body["currency"])
+    with settings_named():
+        rules = rules_from(body)
+        limits = TableLimits.from_dict(body.get("limits") or {})
+        table_id = led.open_table(request_id, actor(), body["name"], rules, limits,
+                                  body["currency"])
     return led.table(table_id)
 
 

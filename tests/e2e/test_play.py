@@ -214,9 +214,13 @@ def test_a_manager_changes_the_rules_for_future_rounds_only(make_app):
     desk.do("void", role="manager", reason="payout change")
     other = {**body, "overrides": {"name": "wild evening", "decks": 4, "natural_pays": [7, 5]}}
     refused = http.post(f"/tables/{desk.table}/rules", other, role="manager")
-    assert problem_of(refused, 422)["errors"] == {"version": [
+    assert problem_of(refused, 422)["errors"] == {"overrides.version": [
         f"Setting 'version' is invalid: wild evening v1 stands for other rules already "
         f"(content hash {table['rules_hash']}); give these rules a version of their own."]}
+    # A limit is named as the body holds it too: over the table's maximum of 500.
+    low = http.post(f"/tables/{desk.table}/rules", {**body, "limits": {"table_min": 600}},
+                    role="manager")
+    assert list(problem_of(low, 422)["errors"]) == ["limits.table_max"]
 
 
 def test_an_auditor_reads_who_put_the_rules_in_force_and_when_a_shoe_was_committed(make_app):

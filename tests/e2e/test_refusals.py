@@ -266,20 +266,22 @@ def test_a_query_off_its_schema_is_422_naming_the_field(desk, query, field):
 
 @pytest.mark.parametrize(("body", "field"), [
     ({"preset": "poker"}, "preset"),
-    ({"preset": "casino", "overrides": {"decks": 9}}, "decks"),
+    ({"preset": "casino", "overrides": {"decks": 9}}, "overrides.decks"),
     ({"preset": "casino", "overrides": {"decks": 6.0}}, "overrides.decks"),
     ({"preset": "casino", "overrides": {"natural_pays": [3, 2, 1]}}, "overrides.natural_pays"),
-    ({"preset": "casino", "overrides": {"dealer_hole_card": True}}, "dealer_hole_card"),
+    ({"preset": "casino", "overrides": {"dealer_hole_card": True}},
+     "overrides.dealer_hole_card"),
     ({"preset": "casino", "overrides": {"jokers": 2}}, "overrides.jokers"),
     ({"preset": "casino", "overrides": {"decks": 2}}, "overrides"),  # still "casino v1"
     ({"preset": "casino", "overrides": {"name": "wild21"}}, "overrides"),  # another preset's
-    ({"preset": "casino", "limits": {"table_min": 100, "table_max": 50}}, "table_max"),
+    ({"preset": "casino", "overrides": {"name": "e\u0301x"}}, "overrides.name"),  # not NFC
+    ({"preset": "casino", "limits": {"table_min": 100, "table_max": 50}}, "limits.table_max"),
     ({"preset": "casino", "limits": {"boxes": 13}}, "limits.boxes"),
 ])
 def test_an_invalid_rule_set_is_422_naming_the_setting(http, body, field):
     response = http.post("/tables", {"name": "T", **body})
     problem = problem_of(response, 422)
-    assert field in problem["errors"], problem
+    assert list(problem["errors"]) == [field], problem
 
 
 @pytest.mark.parametrize(("method", "path", "query", "field"), [
