@@ -61,10 +61,11 @@ class ApiKey:
 
     def __post_init__(self) -> None:
         check_name(self.name)
-        if self.role not in ROLES:
+        if not isinstance(self.role, str) or self.role not in ROLES:
             raise KeyConfigError(f"key {self.name!r}: role {self.role!r} is not one of "
                                  f"{', '.join(ROLES)}")
-        if len(self.key_hash) != 64 or any(c not in "0123456789abcdef" for c in self.key_hash):
+        if not isinstance(self.key_hash, str) or len(self.key_hash) != 64 \
+                or any(c not in "0123456789abcdef" for c in self.key_hash):
             raise KeyConfigError(f"key {self.name!r}: key_hash must be 64 lower-case hex digits "
                                  "(the SHA-256 of the key)")
 
@@ -87,6 +88,13 @@ def new_key() -> str:
 
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KeyConfigError(f"{path} cannot be read as UTF-8 text: {exc}") from None
 
 
 def parse_keys(text: str, *, source: str) -> list[ApiKey]:
@@ -115,6 +123,8 @@ def _parse_records(text: str, *, source: str) -> list[Any]:
     except json.JSONDecodeError as exc:
         raise KeyConfigError(f"{source} is not JSON lines or a JSON list: {exc.msg} "
                              f"(line {exc.lineno})") from None
+    except (RecursionError, ValueError):  # nested too deeply, a number too long to read
+        raise KeyConfigError(f"{source} is not JSON lines or a JSON list of keys") from None
     if not isinstance(items, list) or len(items) > KEYS_MAX:
         raise KeyConfigError(f"{source} must hold a list of at most {KEYS_MAX} keys")
     return items
@@ -134,7 +144,7 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
     them; none when the file does not exist."""
     if not path.exists():
         return []
-    records = _parse_records(path.read_text(), source=str(path))
+    records = _parse_records(_read_text(path), source=str(path))
     _keys_from(records, str(path))  # refuse what the server would refuse
     return records
 
@@ -230,7 +240,7 @@ class KeyRing:
             return
         with self._lock:
             try:
-                text = self._path.read_text() if stamp != missing else ""
+                text = _read_text(self._path) if stamp != missing else ""
                 self._from_file = parse_keys(text, source=str(self._path))
                 self._by_hash = self._index()
             except KeyConfigError:

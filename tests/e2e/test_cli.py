@@ -114,12 +114,34 @@ def test_a_key_file_is_read_again_when_it_changes(tmp_path, database):
                             headers={"Authorization": f"Bearer {key}"}), 401)
 
 
+@pytest.mark.parametrize("edit", [
+    b'{"name": "bob", "role": "auditor", "key_hash": null}\n',
+    b'{"name": "b\xe9b", "role": "auditor", "key_hash": "' + b"0" * 64 + b'"}\n',
+])
+def test_a_bad_edit_of_the_key_file_keeps_the_keys_it_had(tmp_path, database, edit):
+    # An operator's half-done edit locks nobody out and turns no request into a 500.
+    path = tmp_path / "keys.jsonl"
+    key = CliRunner().invoke(main, ["keys", "create", "--name", "ann", "--role", "cashier",
+                                    "--file", str(path)]).stdout.strip()
+    ring = keyring_from({"PITBOSS_KEYS_FILE": str(path)}, tmp_path / "unused")
+    app = create_app({"DATABASE": database, "TESTING": True, "SHOE_KEY": b"k" * 32})
+    app.extensions["pitboss.keys"] = ring
+    http = Http(app.test_client())
+    with path.open("ab") as keys:
+        keys.write(edit)
+    answer = http.request("GET", "/whoami", role=None, headers={"Authorization": f"Bearer {key}"})
+    assert answer.get_json() == {"name": "ann", "role": "cashier"}
+
+
 @pytest.mark.parametrize("text", [
     '{"name": "a", "role": "croupier", "key_hash": "' + "0" * 64 + '"}',
     '{"name": "a", "role": "dealer", "key_hash": "abc"}',
     '{"name": " a", "role": "dealer", "key_hash": "' + "0" * 64 + '"}',
     '[{"name": "a", "role": "dealer"}]',
     "not json",
+    '{"name": "a", "role": "dealer", "key_hash": null}',
+    '{"name": "a", "role": ["dealer"], "key_hash": "' + "0" * 64 + '"}',
+    "[" * 100_000,
     '{"name": "a", "role": "dealer", "key_hash": "' + "0" * 64 + '"}\n'
     '{"name": "a", "role": "auditor", "key_hash": "' + "1" * 64 + '"}',
 ])
