@@ -70,8 +70,10 @@ def test_a_missing_idempotency_key_is_400_naming_the_header(desk):
     assert body["rule"] == "R-M4"
 
 
-@pytest.mark.parametrize("key", ["x" * 129, "tab\there"])
+@pytest.mark.parametrize("key", ["x" * 129, "tab\there", "\u00e9t\u00e9-1", "a b"])
 def test_an_unusable_idempotency_key_is_400(desk, key):
+    # Outside visible ASCII, a server would read the key's bytes its own way (gunicorn:
+    # Latin-1), and record it garbled.
     body = problem_of(desk.http.post(ROUND.format(desk.round_id),
                                      {"bettor": "P1", "box": 1, "amount": 10}, key=key), 400)
     assert "Idempotency-Key" in body["errors"]
