@@ -206,7 +206,8 @@ class VersionTag(fields.Field[int]):
 class RoundCommandHeaderSchema(IdempotencyHeaderSchema):
     expected = VersionTag(
         data_key="If-Match", load_default=None,
-        metadata={"description": "The round version the terminal shows (``round.version``): "
+        metadata={"type": "string", "example": '"7"',
+                  "description": "The round version the terminal shows (``round.version``): "
                   "the decision is made on exactly that version, or refused with 412 when the "
                   "round has moved on. Without it, the decision is made on the round as it is "
                   "when the request arrives."},

@@ -86,10 +86,11 @@ def guard(blp: Blueprint, *roles: str, mutating: bool = False,
     def decorator(view: F) -> F:
         decorated: Any = _query_as_documented(view)
         if mutating:
-            decorated = blp.arguments(
-                headers or IdempotencyHeaderSchema(), location="headers", as_kwargs=True,
-                error_status_code=400,
-            )(decorated)
+            schema = headers or IdempotencyHeaderSchema()
+            if not any(f.data_key == "If-Match" for f in schema.fields.values()):
+                decorated = _no_precondition(decorated)
+            decorated = blp.arguments(schema, location="headers", as_kwargs=True,
+                                      error_status_code=400)(decorated)
         decorated = requires(*roles)(decorated)
         decorated = blp.doc(security=SECURITY)(decorated)
         for status in _WRITE_ERRORS if mutating else _READ_ERRORS:
@@ -121,6 +122,20 @@ def _query_as_documented(view: F) -> F:
             abort(422, messages={"query": {
                 **{name: ["Unknown field."] for name in unknown},
                 **{name: ["Given more than once."] for name in twice if name not in unknown}}})
+        return view(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]
+
+
+def _no_precondition(view: F) -> F:
+    """A route that takes no ``If-Match`` refuses one (400): ignored, it would let a client
+    that sent a precondition believe its change was conditional."""
+
+    @functools.wraps(view)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        if "If-Match" in flask.request.headers:
+            abort(400, messages={"headers": {"If-Match": [
+                "This route takes no If-Match: only round commands are made on a version."]}})
         return view(*args, **kwargs)
 
     return checked  # type: ignore[return-value]

@@ -79,6 +79,18 @@ def test_an_unusable_idempotency_key_is_400(desk, key):
     assert "Idempotency-Key" in body["errors"]
 
 
+@pytest.mark.parametrize(("path", "role"), [("/accounts/P1/buy-in", "cashier"),
+                                            ("/tables/{t}/close", "dealer")])
+def test_if_match_on_a_route_that_takes_none_is_400_and_changes_nothing(desk, path, role):
+    before = available(desk)
+    body = {"amount": 10} if "buy-in" in path else {"reason": "closing"}
+    response = desk.http.request("POST", path.format(t=desk.table), role=role, json=body,
+                                 headers={"If-Match": '"999"'})
+    assert list(problem_of(response, 400)["errors"]) == ["If-Match"]
+    assert available(desk) == before
+    assert desk.http.ok(desk.http.get(f"/tables/{desk.table}"))["open"]
+
+
 def test_a_decision_for_a_version_the_round_has_left_is_412_and_changes_nothing(desk):
     http, path = desk.http, ROUND.format(desk.round_id)
     shown = http.ok(http.get(f"/rounds/{desk.round_id}", role="dealer"))["version"]
