@@ -86,7 +86,7 @@ from ledger.money import net_movements
 from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
-from ledger.shoe import Shoe, commitment, cut_position, fresh_order, new_salt
+from ledger.shoe import Shoe, commitment, cut_position, deal_size, fresh_order, new_salt
 from ledger.storage import LedgerRecorder, SnapshotRecorder, newest_with_topic
 from ledger.transcoding import CheckedMapper, LedgerTranscoder, ReusedEncoder
 from ledger.working_set import WorkingSet
@@ -265,7 +265,8 @@ class GameLedger(Application[UUID]):
             rules = table.rule_set()
             touched: list[Aggregate] = [table]
             shoe_id = table.shoe_id
-            why = "no shoe yet" if shoe_id is None else self._why_replace_shoe(shoe_id, rules)
+            why = "no shoe yet" if shoe_id is None else self._why_replace_shoe(
+                shoe_id, rules, TableLimits.from_dict(table.limits))
             if why is not None:
                 if shoe_id is not None:
                     touched += self._retire_shoe(shoe_id, why, actor, request_id, after=last)
@@ -960,14 +961,21 @@ class GameLedger(Application[UUID]):
                               "R-V1")
         return (current,)
 
-    def _why_replace_shoe(self, shoe_id: UUID, rules: RuleSet) -> str | None:
+    def _why_replace_shoe(self, shoe_id: UUID, rules: RuleSet,
+                          limits: TableLimits) -> str | None:
         """Why a new round needs a new shoe (the reason its retirement records), if it does:
-        the cut card is out, or the rules now ask for another shoe (R-H4, R-S1)."""
+        the cards left before the cut card do not suffice for the deal at every box of the
+        table, or the rules now ask for another shoe (R-H4, R-S1)."""
         record = self._get(ShoeRecord, shoe_id, "shoe", fresh=True)  # read, not written
         if record.retired:
             return "already retired"
         if record.cut_card_out:
             return "cut card reached"
+        left = record.cut - record.position
+        deal = deal_size(limits.boxes, rules.dealer_hole_card)
+        if left < deal:
+            return (f"{left} cards left before the cut card, fewer than the {deal} a deal at "
+                    f"{limits.boxes} boxes takes")
         if (record.decks, record.wild_cards, record.cut) != (
                 rules.decks, rules.wild_cards, cut_position(record.size,
                                                             rules.penetration_percent)):

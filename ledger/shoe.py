@@ -38,6 +38,13 @@ def cut_position(size: int, penetration_percent: int) -> int:
     return size * penetration_percent // 100
 
 
+def deal_size(boxes: int, hole_card: bool) -> int:
+    """The cards the deal takes with every one of ``boxes`` boxes staked: two a box, and the
+    dealer's one, or two with a hole card (R-G2). A round starts only when that many are left
+    before the cut card (R-H4)."""
+    return 2 * boxes + (2 if hole_card else 1)
+
+
 def canonical_order(order: Sequence[Card]) -> bytes:
     """The encoding a commitment covers: the card codes joined by commas."""
     return ",".join(order).encode("ascii")

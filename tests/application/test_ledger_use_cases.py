@@ -369,6 +369,33 @@ def test_changed_rules_apply_to_future_rounds_only(make_ledger: MakeLedger) -> N
     assert desk.app.round_state(new)["rules_hash"] == CASINO_WILD.content_hash
 
 
+def test_a_round_starts_on_a_new_shoe_when_the_cards_before_the_cut_card_cannot_deal_it(
+        make_ledger: MakeLedger) -> None:
+    # One deck cut at 26. Round 1 takes 12 cards: 14 are left before the cut card, fewer than
+    # the 15 a deal at all 7 boxes takes (R-H4), so round 2 starts on a new shoe; before, it
+    # started on this one and could run out mid-round, which voids it.
+    one_deck = CASINO.evolve(name="one deck", decks=1, penetration_percent=50)
+    desk = Desk(make_ledger(SteeredShuffle("2S 2H 5D 3S 4H 2C 3C 2D 3H 3D 4C 5S")),
+                rules=one_deck)
+    r = desk.round()
+    first = desk.app.table(desk.table)["shoe_id"]
+    desk.do("place_stake", r, "P1", 1, 10)
+    desk.do("place_stake", r, "P2", 2, 10)
+    desk.do("deal", r)
+    for player, box, hits in (("P1", 1, 2), ("P2", 2, 2)):
+        for _ in range(hits):
+            desk.do("hit", r, player, box, 0)
+        desk.do("stand", r, player, box, 0)
+    desk.do("play_dealer", r)
+    desk.do("settle", r)
+    assert (desk.app.shoe(UUID(first))["position"], desk.app.shoe(UUID(first))["cut"]) == (12, 26)
+    desk.round()
+    assert desk.app.table(desk.table)["shoe_id"] != first
+    retired = desk.app.shoe(UUID(first))
+    assert retired["retired"]
+    assert retired["verified"]
+
+
 def test_the_shoe_order_stays_sealed_until_the_shoe_retires(make_ledger: MakeLedger) -> None:
     desk = Desk(make_ledger())
     app, r = desk.app, desk.round()

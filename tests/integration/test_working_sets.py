@@ -22,8 +22,9 @@ from ledger.aggregates.account import Account
 from ledger.aggregates.round import Round
 from ledger.application import GameLedger
 from ledger.errors import Conflict, InsufficientChips, StaleVersion
-from ledger.rules import CASINO
+from ledger.rules import CASINO, TableLimits
 from ledger.sealing import ShoeSealer
+from ledger.shoe import deal_size
 from ledger.storage import LedgerRecorder, verify_chain
 from tests.scripted import SteeredShuffle
 
@@ -223,16 +224,18 @@ def test_a_settlement_whose_accounts_keep_moving_is_decided_again_while_its_roun
         == 2030
 
 
-def test_a_process_behind_on_the_shoe_replaces_it_once_the_cut_card_is_out(
+def test_a_process_behind_on_the_shoe_replaces_it_once_it_cannot_deal_a_round(
         ledgers: Ledgers, monkeypatch: pytest.MonkeyPatch) -> None:
     rules = CASINO.evolve(name="short shoe", decks=1, penetration_percent=50)
     a, b = ledgers(), ledgers()
     table, r = dealt_round(a, rules)
     first_shoe = b.round_state(r)["shoe_id"]
     b.shoe(UUID(first_shoe))  # b's working set holds the shoe, early in it
-    while True:  # a plays on until the cut card is out
+    deal = deal_size(TableLimits().boxes, rules.dealer_hole_card)
+    while True:  # a plays on until too few cards are left before the cut card (R-H4)
         stand_and_settle(a, r)
-        if a.shoe(UUID(first_shoe))["position"] >= a.shoe(UUID(first_shoe))["cut"]:
+        shoe = a.shoe(UUID(first_shoe))
+        if shoe["cut"] - shoe["position"] < deal:
             break
         r = a.start_round(rid(), "dealer", table)
         for n in (1, 2):
