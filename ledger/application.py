@@ -77,9 +77,11 @@ from ledger.errors import (
     LedgerError,
     NotFound,
     RequestIdReused,
+    RoundInPlay,
     RuleSetInvalid,
     StaleVersion,
     TableClosed,
+    TableExists,
 )
 from ledger.money import HOUSE as HOUSE_KEY
 from ledger.money import net_movements
@@ -182,7 +184,7 @@ class GameLedger(Application[UUID]):
 
         def body() -> tuple[Result, list[Aggregate]]:
             if self._exists(table_id):
-                raise BetRefused(f"A table named '{name}' already exists.", "R-S1")
+                raise TableExists(f"A table named '{name}' already exists.", "R-S1")
             table = Table._create(Table.Created, id=table_id, timestamp=self._clock(),
                                   name=name, currency=currency, rules=rules.to_dict(),
                                   rules_hash=rules.content_hash, limits=limits.to_dict(),
@@ -956,7 +958,7 @@ class GameLedger(Application[UUID]):
             return ()
         current = self._get(Round, table.round_id, "round")
         if current.machine.phase not in (SETTLED, VOIDED):
-            raise DealRefused(f"Round {current.round_no} at table {table.name} is still in "
+            raise RoundInPlay(f"Round {current.round_no} at table {table.name} is still in "
                               f"play ({current.machine.phase}); settle or void it first.",
                               "R-V1")
         return (current,)

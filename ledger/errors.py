@@ -64,6 +64,14 @@ class AccountExists(LedgerError):
     """The player already has an account: one per player (R-M3 reads its balance)."""
 
 
+class TableExists(LedgerError):
+    """A table of that name is open or was: a name stands for one table (R-S1)."""
+
+
+class RoundInPlay(LedgerError):
+    """The table's round has not ended: what comes next at the table waits for it (R-V1)."""
+
+
 class NotFound(LedgerError):
     """The table, round, shoe or account does not exist."""
 

@@ -33,8 +33,10 @@ from ledger.errors import (
     NotYourTurn,
     RequestIdReused,
     RoundClosed,
+    RoundInPlay,
     RuleSetInvalid,
     StaleVersion,
+    TableExists,
 )
 from ledger.rules import CASINO, CASINO_WILD, WILD21, TableLimits
 from ledger.sealing import ShoeSealer
@@ -112,6 +114,12 @@ def test_refusals_are_typed_and_store_nothing(make_ledger: MakeLedger) -> None:
     unchanged(app, lambda: desk.do("hit", r, "P2", 2, 0), NotYourTurn, "R-C3")
     desk.do("hit", r, "P1", 1, 0)
     unchanged(app, lambda: desk.do("surrender", r, "P2", 2), DecisionRefused, "R-X3")
+    # What comes next at the table waits for the round; a table's name is its own.
+    unchanged(app, lambda: desk.round(), RoundInPlay, "R-V1")
+    unchanged(app, lambda: app.close_table(desk.rid(), "boss", desk.table, "shift end"),
+              RoundInPlay, "R-V1")
+    unchanged(app, lambda: app.open_table(desk.rid(), "boss", "T1", CASINO), TableExists,
+              "R-S1")
 
 
 def test_a_settled_or_voided_round_takes_no_decision(make_ledger: MakeLedger) -> None:
