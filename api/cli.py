@@ -498,6 +498,8 @@ def chain(expected_head: str | None, expected_at: int | None) -> None:
             bar.update(max(last_id - shown, 0))
     click.echo(f"{report.rows:,} events checked, up to notification "
                f"{report.head_notification_id}; head {report.head}")
+    for warning in report.warnings:
+        click.echo(f"WARNING: {warning}")
     if report.intact:
         kept = "" if expected_head is None else (
             f": the link at notification {expected_at} is the one kept outside"

@@ -648,6 +648,12 @@ class ChainReportSchema(Out):
                        "next_after until it is true."})
 
 
+    warnings = fields.List(fields.String(), required=True, metadata={
+        "description": "What leaves the record open to change now, though the chain may be "
+                       "intact: an immutability trigger of the event table missing or "
+                       "disabled."})
+
+
 class ChainHeadSchema(Out):
     notification_id = fields.Integer(required=True)
     head = fields.String(required=True)

@@ -39,7 +39,7 @@ import logging
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, ClassVar, cast
 from uuid import UUID
@@ -593,6 +593,8 @@ class ChainReport:
     complete: bool = True
     from_start: bool = True
     kept_head_checked: bool = False  # an expected head was compared (or found missing)
+    # What leaves the record open to change now, though the chain is intact (triggers off).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def intact(self) -> bool:
@@ -686,7 +688,29 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
         checked = checked or kept_at is None or pending is not None
     return ChainReport(rows=rows, head=head, head_notification_id=last_id, findings=findings,
                        complete=reached_end and not findings, from_start=from_start,
-                       kept_head_checked=expected_head is not None and checked)
+                       kept_head_checked=expected_head is not None and checked,
+                       warnings=unguarded(recorder))
+
+
+def unguarded(recorder: LedgerRecorder) -> list[str]:
+    """The event table's immutability triggers that are missing or disabled: while they are,
+    an UPDATE or DELETE on stored events is not refused (only the chain would tell)."""
+    table = recorder.events_table_name
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute("SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = "
+                     "(quote_ident(%s) || '.' || quote_ident(%s))::regclass",
+                     (recorder.datastore.schema, table))
+        enabled = {row["tgname"]: row["tgenabled"] != "D" for row in curs.fetchall()}
+    out = []
+    for trigger, refuses in (("immutable", "UPDATE and DELETE"), ("no_truncate", "TRUNCATE")):
+        name = f"{table}_{trigger}"
+        if name not in enabled:
+            out.append(f"the trigger {name} is missing: {refuses} on stored events is not "
+                       "refused")
+        elif not enabled[name]:
+            out.append(f"the trigger {name} is disabled: {refuses} on stored events is not "
+                       "refused")
+    return out
 
 
 def _kept_head_findings(at: int, reached: int, recomputed: str, kept: str | None) -> list[str]:

@@ -477,3 +477,18 @@ def test_a_round_played_under_rules_its_name_and_version_do_not_stand_for_is_a_f
     assert f"{CASINO.name} v{CASINO.version} stands for other rules (content hash " \
         f"{CASINO.content_hash}" in findings[0]
     assert fresh.check_round(round_id) == []
+
+
+def test_the_chain_walk_warns_while_the_event_table_is_left_open_to_change(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    _, recorder = with_a_round(ledgers)
+    assert verify_chain(recorder).warnings == []
+    with behind_the_ledger(database, env) as (conn, _):
+        conn.commit()  # the triggers stay off while the walk runs
+        report = verify_chain(recorder)
+        assert report.intact  # nothing changed yet: only the door is open
+        assert [w.split(":")[0] for w in report.warnings] == [
+            "the trigger ledger_events_immutable is disabled",
+            "the trigger ledger_events_no_truncate is disabled"]
+    assert verify_chain(recorder).warnings == []
