@@ -529,8 +529,8 @@ class GameLedger(Application[UUID]):
             with versions_follow(round_id):
                 round_: Aggregate = self.repository.get(round_id, version=version)
         except AggregateNotFoundError:
-            raise NotFound(f"Round {round_id} has no version {version}.", "R-V1") from None
-        if not isinstance(round_, Round):
+            raise NotFound(f"There is no round {round_id}.", "R-V1") from None
+        if not isinstance(round_, Round):  # whatever it is: a request id's use stays unsaid
             raise NotFound(f"There is no round {round_id}.", "R-V1")
         if round_.version != version:  # the store gives the latest when asked past it
             raise NotFound(f"Round {round_id} has no version {version}: it is at version "
@@ -895,7 +895,7 @@ class GameLedger(Application[UUID]):
                 tried.unverified = True
             tried.taken.append(aggregate)
         if not isinstance(aggregate, cls):
-            raise NotFound(f"{aggregate_id} is not a {what}.", "R-V1")
+            raise NotFound(f"There is no {what} {aggregate_id}.", "R-V1")
         return aggregate
 
     @contextlib.contextmanager
@@ -904,7 +904,7 @@ class GameLedger(Application[UUID]):
         held = self._working.take(aggregate_id)
         aggregate = self._load(aggregate_id, what) if held is None else self._catch_up(held)
         if not isinstance(aggregate, cls):
-            raise NotFound(f"{aggregate_id} is not a {what}.", "R-V1")
+            raise NotFound(f"There is no {what} {aggregate_id}.", "R-V1")
         yield aggregate
         self._working.give(aggregate)
 

@@ -404,6 +404,26 @@ def test_a_round_starts_on_a_new_shoe_when_the_cards_before_the_cut_card_cannot_
     assert retired["verified"]
 
 
+def test_not_found_says_nothing_of_what_else_an_id_may_be(make_ledger: MakeLedger) -> None:
+    # A request id's receipt has a predictable id: asked for as a round, a shoe or a table, it
+    # must answer as an id nobody used does, or anyone could learn which request ids were used.
+    desk = Desk(make_ledger())
+    used, unused = ids.receipt_id("req-1"), ids.receipt_id("never-sent")
+    reads: list[Callable[[UUID], object]] = [
+        desk.app.round_state, lambda i: desk.app.round_state(i, version=1), desk.app.shoe,
+        desk.app.table, desk.app.round_events, desk.app.check_round]
+
+    def answers(aggregate_id: UUID) -> list[str]:
+        said = []
+        for read in reads:
+            with pytest.raises(NotFound) as refused:
+                read(aggregate_id)
+            said.append(str(refused.value).replace(str(aggregate_id), "<id>"))
+        return said
+
+    assert answers(used) == answers(unused)
+
+
 def test_the_shoe_order_stays_sealed_until_the_shoe_retires(make_ledger: MakeLedger) -> None:
     desk = Desk(make_ledger())
     app, r = desk.app, desk.round()
