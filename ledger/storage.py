@@ -110,8 +110,8 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
     """The library's snapshot recorder, created one process at a time, whose snapshots are
     signed (:class:`~ledger.sealing.SnapshotSigner`). Snapshots are outside the hash chain, so
     one that does not verify (altered, forged, or from an unsigned earlier version) is passed
-    over with a warning, and its account is read from its events. Without a signer the
-    recorder writes no snapshot and reads none."""
+    over with a warning: its account is read from the newest snapshot before it that verifies,
+    or from its events. Without a signer the recorder writes no snapshot and reads none."""
 
     signer: SnapshotSigner | None = None
 
@@ -132,18 +132,24 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
         for stored, ok in zip(selected, verified, strict=True):
             if ok is None:
                 _log.warning("the snapshot of %s at version %d does not verify (altered, or "
-                             "not signed with this shoe key); the aggregate is read from its "
-                             "events", stored.originator_id, stored.originator_version)
-        return [s for s in verified if s is not None]
+                             "not signed with this shoe key); it is passed over",
+                             stored.originator_id, stored.originator_version)
+        kept = [s for s in verified if s is not None]
+        if limit is not None and len(kept) < len(selected):
+            # The newest did not verify: the ones before it may (the library asks for one).
+            selected = super().select_events(originator_id, gt=gt, lte=lte, desc=desc)
+            kept = [s for s in map(self.signer.verify, selected) if s is not None][:limit]
+        return kept
 
     def unverified(self, originator_ids: Sequence[UUID]) -> list[tuple[UUID, int]]:
-        """The snapshots of ``originator_ids`` that do not verify, as (id, version)."""
+        """The newest snapshots of ``originator_ids`` that do not verify, as (id, version):
+        older ones are never read while a newer one verifies."""
         if self.signer is None:
             return []
         with self.datastore.transaction(commit=False) as curs:
-            curs.execute(SQL("SELECT originator_id, originator_version, topic, state FROM {} "
-                             "WHERE originator_id = ANY(%s) ORDER BY originator_id, "
-                             "originator_version").format(
+            curs.execute(SQL("SELECT DISTINCT ON (originator_id) originator_id, "
+                             "originator_version, topic, state FROM {} WHERE originator_id = "
+                             "ANY(%s) ORDER BY originator_id, originator_version DESC").format(
                                  Identifier(self.datastore.schema, self.events_table_name)),
                          (list(originator_ids),))
             rows = curs.fetchall()
@@ -700,7 +706,8 @@ def unguarded(recorder: LedgerRecorder) -> list[str]:
         curs.execute("SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = "
                      "(quote_ident(%s) || '.' || quote_ident(%s))::regclass",
                      (recorder.datastore.schema, table))
-        enabled = {row["tgname"]: row["tgenabled"] != "D" for row in curs.fetchall()}
+        # "O" fires in every ordinary session, "A" always; "D" never, "R" only in replicas.
+        enabled = {row["tgname"]: row["tgenabled"] in ("O", "A") for row in curs.fetchall()}
     out = []
     for trigger, refuses in (("immutable", "UPDATE and DELETE"), ("no_truncate", "TRUNCATE")):
         name = f"{table}_{trigger}"
@@ -708,8 +715,8 @@ def unguarded(recorder: LedgerRecorder) -> list[str]:
             out.append(f"the trigger {name} is missing: {refuses} on stored events is not "
                        "refused")
         elif not enabled[name]:
-            out.append(f"the trigger {name} is disabled: {refuses} on stored events is not "
-                       "refused")
+            out.append(f"the trigger {name} is disabled (or fires in replicas only): "
+                       f"{refuses} on stored events is not refused")
     return out
 
 

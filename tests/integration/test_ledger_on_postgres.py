@@ -374,6 +374,34 @@ def test_a_genuine_snapshot_is_read_and_an_altered_one_passed_over_and_reported(
     assert "snapshot at version 200 does not verify" in findings[0]
 
 
+def test_only_the_newest_snapshot_counts_and_one_that_fails_falls_back_to_the_one_before(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    app = ledgers()
+    _snapshotted(app)
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_snapshots'
+    with psycopg.connect(database.conninfo()) as conn:  # v200 as an earlier version wrote it
+        conn.execute(f"UPDATE {table} SET state = substring(state from 1 for length(state) - 32)")
+    for n in range(200, 400):  # v400 is snapshotted, signed
+        app.buy_in(f"b{n}", "cashier", "P1", 1)
+    assert _balance_findings(env, ledgers()) == []  # v200 is never read again
+    account = ids.account_id("P1")
+    with psycopg.connect(database.conninfo()) as conn:  # newest, unsigned: hides v400
+        (state,) = conn.execute(f"SELECT state FROM {table} WHERE originator_version = 400"
+                                ).fetchone() or (b"",)
+        conn.execute(f"INSERT INTO {table} SELECT originator_id, 401, topic, %s FROM {table} "
+                     "WHERE originator_version = 400", (bytes(state)[:-32],))
+    fresh = ledgers()
+    snapshots = fresh.snapshots.recorder if fresh.snapshots is not None else None
+    assert isinstance(snapshots, SnapshotRecorder)
+    newest = snapshots.select_events(account, desc=True, limit=1)
+    assert [s.originator_version for s in newest] == [400]
+    assert fresh.balance("P1")["available"] == 400
+    findings = _balance_findings(env, fresh)
+    assert len(findings) == 1
+    assert "snapshot at version 401 does not verify" in findings[0]
+
+
 @pytest.mark.parametrize("forgery", ["past-the-last-event", "copied-to-another-account"])
 def test_a_snapshot_written_around_the_ledger_moves_no_chips(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings,
@@ -484,11 +512,15 @@ def test_the_chain_walk_warns_while_the_event_table_is_left_open_to_change(
         env: dict[str, str]) -> None:
     _, recorder = with_a_round(ledgers)
     assert verify_chain(recorder).warnings == []
-    with behind_the_ledger(database, env) as (conn, _):
-        conn.commit()  # the triggers stay off while the walk runs
-        report = verify_chain(recorder)
-        assert report.intact  # nothing changed yet: only the door is open
-        assert [w.split(":")[0] for w in report.warnings] == [
-            "the trigger ledger_events_immutable is disabled",
-            "the trigger ledger_events_no_truncate is disabled"]
-    assert verify_chain(recorder).warnings == []
+    for mode in ("DISABLE", "ENABLE REPLICA"):  # a replica trigger fires in replicas only
+        with behind_the_ledger(database, env) as (conn, table):
+            if mode != "DISABLE":
+                for name in ("ledger_events_immutable", "ledger_events_no_truncate"):
+                    conn.execute(f"ALTER TABLE {table} {mode} TRIGGER {name}")
+            conn.commit()  # the triggers stay off while the walk runs
+            report = verify_chain(recorder)
+            assert report.intact  # nothing changed yet: only the door is open
+            assert [w.split(":")[0] for w in report.warnings] == [
+                "the trigger ledger_events_immutable is disabled (or fires in replicas only)",
+                "the trigger ledger_events_no_truncate is disabled (or fires in replicas only)"]
+        assert verify_chain(recorder).warnings == []
