@@ -345,9 +345,11 @@ class ReadModels:
         assert applied is not None
         held, open_rounds = int(opening["held"]), int(opening["open"])
         # Up to when the view has read the log: now once it has caught up, else the time of the
-        # latest event it counted. A day after that may have had rounds it has not read.
-        now = datetime.now(UTC) if lag["lag_events"] == 0 else (
-            applied["applied_until"] or datetime.min.replace(tzinfo=UTC))
+        # latest event it counted. A day after that may have had rounds it has not read. (A
+        # view made by an earlier version has no such time until it counts its next event.)
+        now = datetime.now(UTC)
+        if lag["lag_events"] and applied["applied_until"] is not None:
+            now = applied["applied_until"]
         out = []
         day = day_from
         while day <= day_to:

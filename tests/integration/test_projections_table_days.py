@@ -19,7 +19,7 @@ from projections.queries import ReadModels
 from projections.rebuild import rebuild
 from projections.settings import DAY_MAX, DAY_MIN, GamingDay, ProjectionSetupError
 from projections.worker import run_worker
-from tests.integration.test_projections_support import Casino, Clock, Env, engine
+from tests.integration.test_projections_support import Casino, Clock, Env, connect, engine
 
 NEW_YORK = ZoneInfo("America/New_York")
 
@@ -133,6 +133,20 @@ def test_no_activity_is_claimed_only_for_days_the_view_has_read(week: Week, env:
     assert not days["2025-03-10"]["no_activity"]
     assert days["2025-03-09"]["no_activity"]
     assert days["2025-03-11"]["no_activity"]  # open, read, nothing played
+
+
+def test_a_view_made_by_an_earlier_version_claims_no_activity_as_it_did(
+        week: Week, env: Env, reads: ReadModels) -> None:
+    # Its settings gain applied_until, empty until the next table or round event is counted:
+    # until then the report claims what it claimed before, not nothing at all.
+    with connect(env) as conn:
+        conn.execute("ALTER TABLE table_days_settings DROP COLUMN applied_until")
+    with engine(env) as e:
+        e.catch_up(50)
+    week.casino.ledger.buy_in(week.casino.rid(), "cashier", "P1", 5)  # not counted yet
+    days = by_day(reads.table_day_report(week.table, date(2025, 3, 2), date(2025, 3, 10)))
+    assert [d for d, row in sorted(days.items()) if row["no_activity"]] == [
+        "2025-03-06", "2025-03-09", "2025-03-10"]
 
 
 def test_a_changed_gaming_day_applies_after_a_rebuild(week: Week, env: Env) -> None:
