@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import secrets
 import threading
 import unicodedata
@@ -104,6 +105,8 @@ PAGE_SIZE_MAX = 500
 VERSION_MAX = 10**9  # the highest event version a request may name
 ORDER_CACHE_SIZE = 64
 WORKING_SET_SIZE = 2000
+
+_log = logging.getLogger("pitboss.ledger")
 
 
 def utc_now() -> datetime:
@@ -587,11 +590,12 @@ class GameLedger(Application[UUID]):
     def check_round(self, round_id: UUID) -> list[str]:
         """Re-run the rules over the recorded cards and decisions (R-S1): findings, if any.
         Everything comes from the stored events, read once: the rules and limits the round
-        was started under, then its facts."""
-        try:
-            created, *rest = self._round_events(round_id)
-        except InvariantBroken as error:
-            return [unreplayable(error)]
+        was started under, then its facts. A record that does not replay is a finding."""
+        with _replayed(f"round {round_id}") as findings:  # NotFound goes through
+            findings += self._round_findings(*self._round_events(round_id))
+        return findings
+
+    def _round_findings(self, created: Any, *rest: Any) -> list[str]:
         named = f"{created.rules.get('name')} v{created.rules.get('version')}"
         if rules_hash(created.rules) != created.rules_hash:
             # Re-run, altered rules would blame the settlement for what was done to them.
@@ -670,10 +674,9 @@ class GameLedger(Application[UUID]):
     def verify_shoe(self, shoe_id: UUID) -> list[str]:
         """For a retired shoe: the reveal matches the commitment, and every card dealt from
         the shoe was the next card of the revealed order (R-H2, R-H3). Findings, if any."""
-        try:
-            return self._shoe_findings(shoe_id)
-        except InvariantBroken as error:
-            return [unreplayable(error)]
+        with _replayed(f"shoe {shoe_id}") as findings:  # NotFound goes through
+            findings += self._shoe_findings(shoe_id)
+        return findings
 
     def _shoe_findings(self, shoe_id: UUID) -> list[str]:
         public = self.shoe(shoe_id)
@@ -1087,10 +1090,32 @@ def _conflict() -> Conflict:
 _NOT_FOLLOWING = "the stored events of {} skip or repeat a version"
 
 
-def unreplayable(error: InvariantBroken) -> str:
-    """A check's finding for a record that does not replay."""
-    return (f"{error}: the record does not replay, so it cannot be checked; the hash chain "
+def unreplayable(error: Exception, what: str = "") -> str:
+    """A check's finding for a record that does not replay: an ``InvariantBroken`` names the
+    event; any other error, met replaying ``what``, is a value the record should not hold."""
+    said = str(error) if isinstance(error, InvariantBroken) else (
+        f"the stored events of {what} hold a value they cannot (" f"{type(error).__name__}: "
+        f"{error})")
+    return (f"{said}: the record does not replay, so it cannot be checked; the hash chain "
             "(GET /audit/chain) shows whether it was altered")
+
+
+# What replaying an altered record may raise: besides a broken invariant, a value of the
+# wrong type or out of range where the events written by the ledger never hold one.
+_UNREPLAYABLE = (InvariantBroken, RuleSetInvalid, TypeError, AttributeError, ValueError,
+                 KeyError, IndexError)
+
+
+@contextlib.contextmanager
+def _replayed(what: str) -> Iterator[list[str]]:
+    """A check replaying ``what`` from the record: what it finds, or, when the record does not
+    replay, that finding alone (logged with its trace for the operators)."""
+    findings: list[str] = []
+    try:
+        yield findings
+    except _UNREPLAYABLE as error:
+        _log.warning("%s does not replay", what, exc_info=error)
+        findings[:] = [unreplayable(error, what)]
 
 
 @contextlib.contextmanager

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import psycopg
 import pytest
@@ -21,7 +22,7 @@ from ledger.aggregates.receipt import Receipt
 from ledger.aggregates.table import Table
 from ledger.application import GameLedger
 from ledger.errors import Conflict, InsufficientChips, InvariantBroken
-from ledger.rules import CASINO
+from ledger.rules import CASINO, rules_hash
 from ledger.sealing import ShoeSealer
 from ledger.storage import (
     GENESIS,
@@ -462,6 +463,28 @@ def test_a_round_event_that_does_not_decode_is_a_finding_and_a_sentence_not_a_cr
         with pytest.raises(InvariantBroken, match="does not decode: it has no "):
             read(round_id)
     assert verify_chain(fresh.recorder).intact  # type: ignore[arg-type]  # linked like any
+
+
+@pytest.mark.parametrize("rules", [["casino"], "six decks"])
+def test_a_round_whose_recorded_values_cannot_be_replayed_is_a_finding(
+        ledgers: Callable[..., GameLedger], rules: Any) -> None:
+    # Rules of the wrong shape, or with a setting of the wrong type, their hash made to
+    # match: appended as a new round, they decode but do not replay.
+    app = ledgers()
+    _, round_id = open_round(app)
+    (created,) = app.recorder.select_events(round_id, limit=1)
+    state = json.loads(created.state)
+    if rules == "six decks":
+        rules = {**state["rules"], "decks": "six"}
+    state["rules"], state["rules_hash"] = rules, rules_hash(rules)
+    forged = uuid4()
+    append_around_the_ledger(app, StoredEvent(originator_id=forged, originator_version=1,
+                                              topic=created.topic,
+                                              state=json.dumps(state).encode()))
+    findings = ledgers().check_round(forged)
+    assert len(findings) == 1
+    assert f"the stored events of round {forged} hold a value they cannot (" in findings[0]
+    assert "the record does not replay" in findings[0]
 
 
 def test_an_account_missing_an_event_is_a_finding_of_the_balance_check(
