@@ -97,6 +97,11 @@ def _read_text(path: Path) -> str:
         raise KeyConfigError(f"{path} cannot be read as UTF-8 text: {exc}") from None
 
 
+def read_keys(path: Path) -> list[ApiKey]:
+    """The keys of a key file; none when it does not exist."""
+    return parse_keys(_read_text(path), source=str(path)) if path.exists() else []
+
+
 def parse_keys(text: str, *, source: str) -> list[ApiKey]:
     """JSON lines, or one JSON list, of ``{name, role, key_hash}`` objects."""
     return _keys_from(_parse_records(text, source=source), source)

@@ -24,7 +24,7 @@ from eventsourcing.persistence import OperationalError as PersistenceOperational
 from eventsourcing.persistence import ProgrammingError as PersistenceProgrammingError
 
 from api.app import ledger_env
-from api.auth import ROLES, KeyConfigError, append_key, parse_keys, remove_keys
+from api.auth import ROLES, KeyConfigError, append_key, read_keys, remove_keys
 from api.client import ApiError, Client
 from api.database import (
     DEFAULT_DATA_DIR,
@@ -313,8 +313,7 @@ def keys_create(name: str, role: str, keys_file: Path | None) -> None:
 def keys_list(keys_file: Path | None) -> None:
     """The key holders and their roles (never the keys)."""
     path = keys_file or default_keys_file(os.environ)
-    found = parse_keys(path.read_text(), source=str(path)) if path.exists() else []
-    for key in found:
+    for key in read_keys(path):
         click.echo(f"{key.name}\t{key.role}")
 
 
