@@ -37,7 +37,7 @@ from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from eventsourcing.projection import Projection
 from psycopg import Cursor
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Composable, Composed, Identifier
+from psycopg.sql import SQL, Composable, Composed, Identifier, Literal
 
 from ledger.aggregates.account import Account
 from ledger.aggregates.round import Round
@@ -111,6 +111,16 @@ class View(PostgresTrackingRecorder):
     @abstractmethod
     def create_statements(self) -> list[Composed]:
         """CREATE TABLE / INDEX IF NOT EXISTS statements for the parts."""
+
+    def added_column(self, part: str, column: str, definition: str) -> Composed:
+        """A column that a part made by an earlier version lacks, added where it is missing.
+        Guarded, not IF NOT EXISTS: ALTER TABLE would lock out readers at every start."""
+        return SQL("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
+                   "(quote_ident({}) || '.' || quote_ident({}))::regclass AND attname = {} "
+                   "AND NOT attisdropped) THEN ALTER TABLE {} ADD COLUMN {} {}; END IF; "
+                   "END $$").format(Literal(self.datastore.schema), Literal(self.name_of(part)),
+                                    Literal(column), self.qualified(part), Identifier(column),
+                                    SQL(definition))
 
     def drop(self) -> None:
         with self.datastore.transaction(commit=True) as curs:

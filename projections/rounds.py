@@ -38,7 +38,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID
 
-from psycopg.sql import SQL, Composed, Identifier, Literal
+from psycopg.sql import SQL, Composed, Identifier
 
 from ledger.aggregates.round import Round
 from ledger.aggregates.table import Table
@@ -105,14 +105,9 @@ class RoundIndexView(View):
                 "CONSTRAINT ended_rounds_hold_nothing CHECK (status = 'open' OR held = 0), "
                 "CONSTRAINT money_conserved CHECK "
                 "(total_staked - total_paid - house_result = held))").format(rounds),
-            # Tables made by an earlier version lack ``stakes``: a withdrawal in a round they
-            # counted stakes of leaves its players as they were. Guarded: ALTER TABLE would
-            # lock out readers at every start.
-            SQL("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
-                "(quote_ident({}) || '.' || quote_ident({}))::regclass AND attname = 'stakes' "
-                "AND NOT attisdropped) THEN ALTER TABLE {} ADD COLUMN stakes text[] NOT NULL "
-                "DEFAULT '{{}}'; END IF; END $$").format(
-                Literal(self.datastore.schema), Literal(self.name_of("rounds")), rounds),
+            # Made by an earlier version, without ``stakes``: a withdrawal in a round it did
+            # not count the stakes of leaves its players as they were.
+            self.added_column("rounds", "stakes", "text[] NOT NULL DEFAULT '{}'"),
             index("started", "started_at, round_id"),
             index("table", "table_id, started_at, round_id"),
             index("unsettled", "started_at, round_id", "status <> 'settled'"),

@@ -76,13 +76,7 @@ class TableDaysView(View):
             SQL("CREATE TABLE IF NOT EXISTS {} (singleton boolean PRIMARY KEY DEFAULT true "
                 "CHECK (singleton), tz text NOT NULL, day_start time NOT NULL, "
                 "applied_until timestamptz)").format(q("settings")),
-            # Guarded: ALTER TABLE would lock out readers at every start.
-            SQL("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
-                "(quote_ident({}) || '.' || quote_ident({}))::regclass AND attname = "
-                "'applied_until' AND NOT attisdropped) THEN ALTER TABLE {} ADD COLUMN "
-                "applied_until timestamptz; END IF; END $$").format(
-                Literal(self.datastore.schema), Literal(self.name_of("settings")),
-                q("settings")),
+            self.added_column("settings", "applied_until", "timestamptz"),
             SQL("INSERT INTO {} (tz, day_start) VALUES ({}, {}) ON CONFLICT DO NOTHING").format(
                 q("settings"), Literal(self.gaming_day.tz_name),
                 Literal(self.gaming_day.start.isoformat())),
