@@ -90,7 +90,7 @@ from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
 from ledger.shoe import Shoe, commitment, cut_position, deal_size, fresh_order, new_salt
-from ledger.storage import LedgerRecorder, SnapshotRecorder, newest_with_topic
+from ledger.storage import LedgerRecorder, SnapshotRecorder, newest_without
 from ledger.transcoding import CheckedMapper, LedgerTranscoder, ReusedEncoder
 from ledger.working_set import WorkingSet
 
@@ -105,6 +105,7 @@ PAGE_SIZE_MAX = 500
 VERSION_MAX = 10**9  # the highest event version a request may name
 ORDER_CACHE_SIZE = 64
 WORKING_SET_SIZE = 2000
+SHOES_CHECKED = 20  # the newest shoes a start looks among for a live one to open
 
 _log = logging.getLogger("pitboss.ledger")
 
@@ -729,17 +730,19 @@ class GameLedger(Application[UUID]):
         return findings
 
     def check_shoe_key(self) -> str | None:
-        """Why this ledger's shoe key cannot open the newest live shoe, if it cannot; None
-        when it can or no shoe is live. A wrong key would otherwise show only at the next
-        card dealt from a shoe sealed with the right one."""
+        """Why this ledger's shoe key cannot open the newest live shoe (of the last
+        ``SHOES_CHECKED`` shoes), if it cannot; None when it can or none is live. A wrong key
+        would otherwise show only at the next card dealt from a shoe sealed with the right
+        one."""
         recorder = self.recorder
         if not isinstance(recorder, LedgerRecorder):
             return None  # in memory: every shoe was sealed by this very ledger
-        shoe_id = newest_with_topic(recorder, ShoeRecord.Created.TOPIC)
+        shoe_id = newest_without(recorder, ShoeRecord.Created.TOPIC, ShoeRecord.Retired.TOPIC,
+                                 SHOES_CHECKED)
         if shoe_id is None:
             return None
         with self._reading(ShoeRecord, shoe_id, "shoe") as record:
-            if record.retired:
+            if record.retired:  # retired since the query
                 return None
             sealed = record.sealed_order
         try:

@@ -736,10 +736,16 @@ def _stored_link(recorder: LedgerRecorder, notification_id: int) -> bytes | None
     return None if row is None or row["chain_hash"] is None else bytes(row["chain_hash"])
 
 
-def newest_with_topic(recorder: LedgerRecorder, topic: str) -> UUID | None:
-    """The originator of the newest stored event of ``topic``; None if there is none."""
-    row = _one_row(recorder, "SELECT originator_id FROM {table} WHERE topic = %s "
-                             "ORDER BY notification_id DESC LIMIT 1", (topic,))
+def newest_without(recorder: LedgerRecorder, topic: str, ending: str,
+                   candidates: int) -> UUID | None:
+    """The originator of the newest of the last ``candidates`` stored events of ``topic`` that
+    has no event of topic ``ending`` (the newest shoe still live, say); None if none has."""
+    row = _one_row(recorder, "SELECT c.originator_id FROM (SELECT originator_id, "
+                             "notification_id FROM {table} WHERE topic = %s ORDER BY "
+                             "notification_id DESC LIMIT %s) AS c WHERE NOT EXISTS (SELECT 1 "
+                             "FROM {table} AS e WHERE e.originator_id = c.originator_id AND "
+                             "e.topic = %s) ORDER BY c.notification_id DESC LIMIT 1",
+                   (topic, candidates, ending))
     return None if row is None else UUID(str(row["originator_id"]))
 
 

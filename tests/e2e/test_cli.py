@@ -208,6 +208,9 @@ def test_serve_refuses_to_start_with_a_key_that_does_not_open_the_live_shoe(
     ledger = GameLedger(env=env, shoe_key=sealed_with)
     table = ledger.open_table("t", "boss", "T1", CASINO)
     ledger.start_round("r", "dealer", table)  # a live shoe, sealed with the right key
+    other = ledger.open_table("t2", "boss", "T2", CASINO)  # and a newer one, retired
+    ledger.void("v", "boss", ledger.start_round("r2", "dealer", other), "closing early")
+    ledger.close_table("c", "boss", other, "closing early")
     ledger.close()
     assert prepare_store(env, sealed_with) > 0
     monkeypatch.setenv("DATABASE_URL", database.url())
