@@ -517,7 +517,9 @@ class RoundStateSchema(Out):
     version = fields.Integer(required=True)
     phase = fields.String(required=True)
     legal = fields.List(fields.Nested(LegalSchema), required=True,
-                        metadata={"description": "The decisions somebody may make now."})
+                        metadata={"description": "The decisions somebody may make now: a "
+                                  "player's (player named), the dealer's (player empty), and "
+                                  "void, which only a manager may make."})
     boxes = fields.List(fields.Nested(BoxSchema), required=True)
     dealer = fields.Nested(DealerSchema, required=True)
     turn = fields.Nested(TurnSchema, required=True, allow_none=True)
