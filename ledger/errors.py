@@ -90,9 +90,10 @@ class StaleVersion(Conflict):
     kind = "stale"
 
     def __init__(self, seen: int, now: int) -> None:
-        super().__init__(f"The round has changed since version {seen} was shown (it is at "
-                         f"version {now}); nothing was changed. Look at the round again and "
-                         "decide again.", "R-V1")
+        what = (f"The round has changed since version {seen} was shown" if seen < now else
+                f"The round has no version {seen} yet")
+        super().__init__(f"{what} (it is at version {now}); nothing was changed. Look at the "
+                         "round again and decide again.", "R-V1")
         self.seen = seen
         self.now = now
 

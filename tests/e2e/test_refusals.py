@@ -100,6 +100,9 @@ def test_a_decision_for_a_version_the_round_has_left_is_412_and_changes_nothing(
     body = problem_of(late, 412)
     assert (body["error"], body["rule"]) == ("StaleVersion", "R-V1")
     assert f"version {shown} was shown" in body["detail"]
+    ahead = http.request("POST", path, json={"bettor": "P2", "box": 2, "amount": 10},
+                         headers={"If-Match": '"99"'})
+    assert "The round has no version 99 yet" in problem_of(ahead, 412)["detail"]
     assert http.ok(http.get("/accounts/P2", role="cashier"))["held"] == 0
     now = http.ok(http.get(f"/rounds/{desk.round_id}", role="dealer"))["version"]
     answer = http.ok(http.request("POST", path, json={"bettor": "P2", "box": 2, "amount": 10},
