@@ -57,11 +57,11 @@ def settings_named() -> Iterator[None]:
     try:
         yield
     except RuleSetInvalid as error:
-        if error.field in _LIMITS:
-            error.field = f"limits.{error.field}"
-        elif error.field in _RULES:
-            error.field = f"overrides.{error.field}"
-        raise
+        member = "limits" if error.field in _LIMITS else (
+            "overrides" if error.field in _RULES else None)
+        if member is None:
+            raise
+        raise RuleSetInvalid(f"{member}.{error.field}", error.reason) from None
 
 
 def rules_from(body: dict[str, Any]) -> RuleSet:

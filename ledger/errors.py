@@ -30,6 +30,7 @@ class RuleSetInvalid(LedgerError):
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"Setting '{field}' is invalid: {reason}.", "R-S1", field=field)
         self.field: str = field
+        self.reason = reason
 
 
 class BetRefused(LedgerError):

@@ -215,7 +215,7 @@ def test_a_manager_changes_the_rules_for_future_rounds_only(make_app):
     other = {**body, "overrides": {"name": "wild evening", "decks": 4, "natural_pays": [7, 5]}}
     refused = http.post(f"/tables/{desk.table}/rules", other, role="manager")
     assert problem_of(refused, 422)["errors"] == {"overrides.version": [
-        f"Setting 'version' is invalid: wild evening v1 stands for other rules already "
+        f"Setting 'overrides.version' is invalid: wild evening v1 stands for other rules already "
         f"(content hash {table['rules_hash']}); give these rules a version of their own."]}
     # A limit is named as the body holds it too: over the table's maximum of 500.
     low = http.post(f"/tables/{desk.table}/rules", {**body, "limits": {"table_min": 600}},
