@@ -1089,7 +1089,6 @@ def _conflict() -> Conflict:
                     "current state and decide again.", "R-V1")
 
 
-
 _NOT_FOLLOWING = "the stored events of {} skip or repeat a version"
 
 
@@ -1097,7 +1096,7 @@ def unreplayable(error: Exception, what: str = "") -> str:
     """A check's finding for a record that does not replay: an ``InvariantBroken`` names the
     event; any other error, met replaying ``what``, is a value the record should not hold."""
     said = str(error) if isinstance(error, InvariantBroken) else (
-        f"the stored events of {what} hold a value they cannot (" f"{type(error).__name__}: "
+        f"the stored events of {what} hold a value they cannot ({type(error).__name__}: "
         f"{error})")
     return (f"{said}: the record does not replay, so it cannot be checked; the hash chain "
             "(GET /audit/chain) shows whether it was altered")

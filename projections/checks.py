@@ -149,15 +149,15 @@ def _unapplied(recorder: PostgresApplicationRecorder, events: Identifier,
 
 
 def _unsigned(ledger: GameLedger, rows: list[dict[str, Any]]) -> list[str]:
-    """Snapshots of the rows' accounts that do not verify: the ledger passes over them, but
-    someone wrote them around it (or they predate signing, or another shoe key signed them)."""
+    """The rows' accounts whose newest snapshot does not verify: the ledger passes over it, but
+    someone wrote it around the ledger (or it predates signing, or another shoe key signed it)."""
     snapshots = ledger.snapshots.recorder if ledger.snapshots is not None else None
     if not isinstance(snapshots, SnapshotRecorder):
         return []
     by_id = {row["account_id"]: row for row in rows}
     return [f"{_describe(by_id[account_id])}: its snapshot at version {version} does not "
             "verify with this shoe key (altered, written around the ledger, or signed with "
-            "another key); the ledger reads the account from its events instead"
+            "another key); the ledger passes over it"
             for account_id, version in snapshots.unverified(list(by_id))]
 
 
