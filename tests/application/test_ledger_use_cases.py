@@ -153,6 +153,12 @@ def test_a_repeated_request_returns_the_first_result_and_moves_no_money(
     assert app.balance("P1")["held"] == 100
     assert app.buy_in("cash-1", "cashier", "P2", 50) == app.buy_in("cash-1", "cashier", "P2", 50)
     assert app.balance("P2")["available"] == 1050
+    # The same request from another key holder is not a repeat: the first one's answer is
+    # not theirs, and nothing moves again.
+    refused = unchanged(app, lambda: app.buy_in("cash-1", "cashier-2", "P2", 50),
+                        RequestIdReused, "R-M4")
+    assert "by another key holder" in str(refused)
+    assert app.balance("P2")["available"] == 1050
 
 
 def test_a_decision_naming_the_version_it_was_shown_acts_on_exactly_that_version(
@@ -237,6 +243,28 @@ def test_a_void_after_even_money_was_cashed_out_waits_for_the_chips_to_come_back
     app.void("v2", "manager", r, "wrong shoe")
     assert desk.money()["P1"] == (0, 0)  # 1,000 in, 1,070 out, 70 in, the win of 100 back
     assert app.round_state(r)["phase"] == "voided"
+
+
+def test_a_ruling_moves_chips_both_ways_and_cannot_take_back_more_than_a_player_has(
+        make_ledger: MakeLedger) -> None:
+    # P1 19 beats 18, P2 17 loses (1,100 and 900); the ruling takes 5 back from P1 and pays
+    # P2 10: the house pays the 5 between them (R-V2).
+    desk = Desk(make_ledger(SteeredShuffle("TS TH TD 9S 7C 8D")))
+    app, r = desk.app, desk.round()
+    desk.do("place_stake", r, "P1", 1, 100)
+    desk.do("place_stake", r, "P2", 2, 100)
+    desk.do("deal", r)
+    desk.do("stand", r, "P1", 1, 0)
+    desk.do("stand", r, "P2", 2, 0)
+    desk.do("play_dealer", r)
+    desk.do("settle", r)
+    assert desk.money() == {"P1": (1100, 0), "P2": (900, 0)}
+    app.record_ruling("g1", "manager", r, "box 2 was paid short", [2], {"P1": -5, "P2": 10})
+    assert desk.money() == {"P1": (1095, 0), "P2": (910, 0)}
+    assert app.house(desk.table)["available"] == -5
+    assert app.round_state(r)["results"] == {"P1": 95, "P2": -90}
+    unchanged(app, lambda: app.record_ruling("g2", "manager", r, "all of it back", [2],
+                                             {"P1": -2000}), InsufficientChips, "R-M3")
 
 
 @pytest.mark.parametrize("reason", ["", "   ", "x" * 501, "line\nbreak"])

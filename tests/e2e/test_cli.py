@@ -8,6 +8,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from uuid import UUID
 
 import psycopg
 import pytest
@@ -21,10 +22,10 @@ from api.secrets_files import ShoeKeyError, load_shoe_key
 from api.services import prepare_store
 from api.simulate import next_decision
 from ledger.application import GameLedger
-from ledger.errors import InvariantBroken
 from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
 from tests.e2e.conftest import KEYS, NAMES, Http, problem_of
+from tests.faults import undecodable
 
 
 def test_keys_create_stores_only_the_hash_and_prints_the_key_once(tmp_path):
@@ -295,13 +296,11 @@ def test_replay_reads_the_database_directly(make_app, database, monkeypatch):
     assert missing.exit_code == 1
     assert "no round" in missing.output
 
-    def broken(*_: Any) -> None:
-        raise InvariantBroken("a card was dealt to box 2, hand 0 after it ended")
-
-    monkeypatch.setattr(GameLedger, "replay", broken)
+    undecodable(app.extensions["pitboss"].ledger(), UUID(r))  # appended around the ledger
     altered = CliRunner().invoke(main, ["replay", r])
     assert altered.exit_code == 1
-    assert altered.output.startswith(f"Error: the record of round {r} does not replay (a card")
+    assert altered.output.startswith(f"Error: the record of round {r} does not replay (the "
+                                     "stored event ")
     assert "pitboss chain" in altered.output
 
 
@@ -454,12 +453,10 @@ def test_demo_serves_the_docs_and_a_demo_table_and_stops_on_sigterm(database, po
     import urllib.request
 
     env = _command_env(database, postgres_env, tmp_path)
-    started = time.monotonic()
     demo = subprocess.Popen([sys.executable, "-m", "api.cli", "demo", "--port", str(unused_port),
                              "--rounds", "2"], env=env, stderr=subprocess.PIPE, text=True)
     try:
         lines = _read_until(demo, "Ctrl-C stops", 60)
-        assert time.monotonic() - started < 60
         url = f"http://127.0.0.1:{unused_port}"
         keys = {line.split()[0]: line.split()[2] for line in lines if " key " in line}
         assert set(keys) == {"auditor", "dealer", "cashier", "manager"}

@@ -135,7 +135,35 @@ def test_doubles_splits_and_a_co_bettors_answers_over_http(make_app):
     state = desk.do("dealer")
     state = desk.do("settle")
     assert state["phase"] == "settled"
+    # Dealer 9 9 = 18: hand 0 (8 10 = 18) pushes, hand 1 (8 9 = 17) loses, P2's 21 wins 200.
+    assert state["results"] == {"P1": -100, "P2": 200, "P3": -40}
+    assert [desk.balance(p) for p in ("P1", "P2", "P3")] == [(900, 0), (1200, 0), (960, 0)]
+    house = desk.http.ok(desk.http.get(f"/audit/tables/{desk.table}/house"))
+    assert house["available"] == -60
     assert desk.http.ok(desk.http.get(f"/audit/rounds/{r}/check"))["ok"]
+
+
+def test_a_co_bettor_who_declines_a_split_keeps_his_stake_on_the_first_hand(make_app):
+    # The same split, P3 declines (R-C4): his 40 stays on hand 0 alone, nothing more is held.
+    cards = "8S 6H 9D 8C 5H TD 9C TS 9S"
+    desk = desk_with(make_app, cards, players=("P1", "P2", "P3"))
+    desk.round()
+    desk.do("stakes", bettor="P1", box=1, amount=100)
+    desk.do("stakes", bettor="P3", box=1, amount=40)
+    desk.do("stakes", bettor="P2", box=2, amount=100)
+    desk.do("deal")
+    desk.do("split", player="P1", box=1)
+    state = desk.do("decline", bettor="P3", box=1, hand=0)
+    hands = state["boxes"][0]["hands"]
+    assert [h["stakes"] for h in hands] == [{"P1": 100, "P3": 40}, {"P1": 100}]
+    assert desk.balance("P3") == (960, 40)
+    desk.do("stand", player="P1", box=1, hand=0)
+    desk.do("stand", player="P1", box=1, hand=1)
+    desk.do("double", player="P2", box=2)
+    desk.do("dealer")
+    state = desk.do("settle")
+    assert state["results"] == {"P1": -100, "P2": 200, "P3": 0}  # P3's hand 0 pushed
+    assert [desk.balance(p) for p in ("P1", "P2", "P3")] == [(900, 0), (1200, 0), (1000, 0)]
 
 
 def test_surrender_insurance_and_even_money_over_http(make_app):
@@ -161,6 +189,9 @@ def test_surrender_insurance_and_even_money_over_http(make_app):
     desk.do("even-money", bettor="P1", box=1)
     state = desk.do("insurance", bettor="P2", amount=30)
     assert state["insurance"] == {"P2": 30}
+    # Even money paid P1's 100 at once, his stake released; P2 holds 60 and the 30 insured.
+    assert desk.balance("P1") == (1050, 0)
+    assert desk.balance("P2") == (810, 90)
 
 
 def test_a_manager_voids_a_round_and_rules_on_a_settled_one(make_app):

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
+import threading
 import uuid
 from typing import Any
 
 import pytest
-from eventsourcing.persistence import OperationalError
 from werkzeug.test import TestResponse
 
-from ledger.errors import Conflict, InvariantBroken
-from tests.e2e.conftest import KEYS, Desk, Http, problem_of
+from api.app import create_app
+from api.auth import ApiKey, hash_key
+from api.database import parse_database_url
+from ledger.sealing import ShoeSealer
+from tests.e2e.conftest import KEYS, NAMES, Desk, Http, problem_of
+from tests.faults import PausingLedger, undecodable
 from tests.scripted import SteeredShuffle
 
 ROUND = "/rounds/{}/stakes"
@@ -414,35 +419,60 @@ def test_an_unknown_route_and_a_wrong_method_are_problems(http):
 # --- what only a fault can cause -------------------------------------------------------------
 
 
-def _breaking(app, monkeypatch, error: Exception) -> None:
-    led = app.extensions["pitboss"].ledger()
+def test_a_lost_race_is_409_and_changes_nothing(make_app, postgres_env):
+    # Two terminals, each on a server of its own, decide on the same round at once: both
+    # ledgers hold their saves until both have decided; the second to commit lost.
+    env, key = postgres_env(), ShoeSealer.new_key()
+    setup = make_app(SteeredShuffle("TS TH 7D 6S 9C"), EVENTSOURCING_ENV=env, SHOE_KEY=key)
+    desk = Desk(Http(setup.test_client()), players=("P1", "P2"))
+    r = desk.round()
+    desk.do("stakes", bettor="P1", box=1, amount=10)
+    desk.do("stakes", bettor="P2", box=2, amount=10)
+    desk.do("deal")
+    barrier = threading.Barrier(2)
+    answers: dict[str, TestResponse] = {}
 
-    def fail(*args, **kwargs):
-        raise error
+    def decide(decision: str) -> None:
+        ledger = PausingLedger(env=env, shoe_key=key)
+        ledger.barrier = barrier
+        terminal = Http(make_app(EVENTSOURCING_ENV=env, SHOE_KEY=key, LEDGER=ledger).test_client())
+        answers[decision] = terminal.post(f"/rounds/{r}/{decision}",
+                                          {"player": "P1", "box": 1, "hand": 0},
+                                          key=f"race-{decision}")
 
-    monkeypatch.setattr(led, "table", fail)
+    threads = [threading.Thread(target=decide, args=(d,)) for d in ("hit", "stand")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(a.status_code for a in answers.values()) == [200, 409]
+    lost = next(a for a in answers.values() if a.status_code == 409)
+    assert (problem_of(lost, 409)["error"], problem_of(lost, 409)["rule"]) == ("Conflict", "R-V1")
+    events = [e["type"] for e in desk.http.ok(desk.http.get(f"/audit/rounds/{r}/events"))]
+    assert events.count("HandHit") + events.count("HandStood") == 1
 
 
-def test_a_lost_race_is_409(app, http, monkeypatch):
-    _breaking(app, monkeypatch, Conflict("Another request changed this first.", "R-V1"))
-    body = problem_of(http.get(f"/tables/{uuid.uuid4()}", role="dealer"), 409)
-    assert body["rule"] == "R-V1"
-
-
-def test_a_database_that_does_not_answer_is_503(app, http, monkeypatch):
-    _breaking(app, monkeypatch, OperationalError("canceling statement due to lock timeout"))
-    response = http.get(f"/tables/{uuid.uuid4()}", role="dealer")
+def test_a_database_that_does_not_answer_is_503(database):
+    # Nothing listens on port 1: the ledger cannot connect.
+    nowhere = dataclasses.replace(parse_database_url("postgresql://x@127.0.0.1:1/x"),
+                                  connect_timeout_s=1)
+    app = create_app({"DATABASE": nowhere, "TESTING": True, "SHOE_KEY": ShoeSealer.new_key(),
+                      "API_KEYS": [ApiKey(name=NAMES["dealer"], role="dealer",
+                                          key_hash=hash_key(KEYS["dealer"]))]})
+    response = Http(app.test_client()).get(f"/tables/{uuid.uuid4()}", role="dealer")
     problem_of(response, 503)
     assert response.headers["Retry-After"] == "1"
 
 
-def test_a_broken_invariant_is_the_one_500_and_says_nothing_of_its_cause(app, http,
-                                                                         monkeypatch):
-    _breaking(app, monkeypatch, InvariantBroken("account P1 has a negative balance"))
-    response = http.get(f"/tables/{uuid.uuid4()}", role="dealer")
-    body = problem_of(response, 500)
-    assert "P1" not in body["detail"]
-    assert "GET /audit/chain" in body["detail"]  # where an auditor looks next
+def test_a_broken_invariant_is_the_one_500_and_says_nothing_of_its_cause(desk):
+    # A round event missing every field, appended around the ledger: the round no longer
+    # replays, and the answer points to where an auditor looks.
+    undecodable(desk.http.client.application.extensions["pitboss"].ledger(),
+                uuid.UUID(desk.round_id))
+    body = problem_of(desk.http.get(f"/rounds/{desk.round_id}", role="dealer"), 500)
+    assert "StakeSettled" not in body["detail"]
+    assert "GET /audit/chain" in body["detail"]
+    assert "GET /audit/rounds/{id}/check" in body["detail"]
 
 
 def test_an_id_of_another_kind_is_a_404_on_every_route(desk):

@@ -12,13 +12,12 @@ from uuid import UUID, uuid4
 
 import psycopg
 import pytest
-from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import StoredEvent
 
 from api.database import DatabaseSettings
 from ledger.aggregates import ids
 from ledger.aggregates.account import Account
-from ledger.aggregates.receipt import Receipt
+from ledger.aggregates.shoe import ShoeRecord
 from ledger.aggregates.table import Table
 from ledger.application import GameLedger
 from ledger.errors import Conflict, InsufficientChips, InvariantBroken
@@ -28,13 +27,13 @@ from ledger.storage import (
     GENESIS,
     LedgerRecorder,
     SnapshotRecorder,
-    _insert_parameters,
     chain_head,
     link,
     verify_chain,
 )
 from projections.engine import Engine
 from projections.queries import ReadModels
+from tests.faults import PausingLedger, append_around_the_ledger, undecodable
 from tests.scripted import SteeredShuffle
 
 NewEnv = Callable[[], dict[str, str]]
@@ -101,17 +100,6 @@ def test_a_crashed_process_resumes_the_round_with_the_same_shoe(
     shoe = UUID(second.round_state(r)["shoe_id"])
     second.close_table("c", "manager", table, "end of shift")
     assert second.verify_shoe(shoe) == []
-
-
-class PausingLedger(GameLedger):
-    """Holds every save at a barrier, so two requests decide before either commits."""
-
-    name = "Ledger"  # the same event table as the service, not one named after this class
-    barrier: threading.Barrier
-
-    def _save(self, aggregates: Sequence[Aggregate], receipt: Receipt.Created) -> None:
-        self.barrier.wait(timeout=10)
-        super()._save(aggregates, receipt)
 
 
 def test_of_two_racing_decisions_one_wins_and_the_other_conflicts(
@@ -302,6 +290,7 @@ def test_processes_starting_together_create_the_tables_once_without_deadlock(
         t.start()
     for t in threads:
         t.join(timeout=60)
+    assert len(started) == 4, started  # each thread ended, with a ledger or its error
     assert all(isinstance(s, GameLedger) for s in started), started
     again = GameLedger(env=env)  # a restart finds everything in place
     started.append(again)
@@ -328,6 +317,7 @@ def test_a_process_starting_does_not_wait_for_readers_of_the_event_table(
     for ledger in started:
         ledger.close()
     assert not waited, "the restart waited for a reader of the event table"
+    assert len(started) == 1  # and it did start
 
 
 def _snapshotted(app: GameLedger) -> None:
@@ -435,25 +425,12 @@ def test_a_snapshot_written_around_the_ledger_moves_no_chips(
     assert "does not verify" in findings[0]
 
 
-def append_around_the_ledger(app: GameLedger, *events: Any) -> None:
-    """What the service role's credentials allow: events through the insert function, linked
-    into the chain like any other, that the application never decided."""
-    recorder = app.recorder
-    assert isinstance(recorder, LedgerRecorder)
-    stored = [e if isinstance(e, StoredEvent) else app.mapper.to_stored_event(e)
-              for e in events]
-    with recorder.datastore.get_connection() as conn:
-        conn.execute(recorder._insert_statement, _insert_parameters(stored))
-
-
 def test_a_round_event_that_does_not_decode_is_a_finding_and_a_sentence_not_a_crash(
         ledgers: Callable[..., GameLedger]) -> None:
     app = ledgers()
     _, round_id = open_round(app)
     version = app.round_state(round_id)["version"]
-    append_around_the_ledger(app, StoredEvent(originator_id=round_id,
-                                              originator_version=version + 1,
-                                              topic="pitboss:Round.StakeSettled", state=b"{}"))
+    undecodable(app, round_id)
     fresh = ledgers()
     findings = fresh.check_round(round_id)
     assert len(findings) == 1
@@ -547,3 +524,51 @@ def test_the_chain_walk_warns_while_the_event_table_is_left_open_to_change(
                 "the trigger ledger_events_immutable is disabled (or fires in replicas only)",
                 "the trigger ledger_events_no_truncate is disabled (or fires in replicas only)"]
         assert verify_chain(recorder).warnings == []
+
+
+def edit_events(conn: psycopg.Connection[Any], table: str, topic: str,
+                change: Callable[[dict[str, Any]], None], *, last: bool = False) -> None:
+    """Rewrite the JSON of the stored events of ``topic`` (the newest only, with ``last``)
+    behind the ledger's back, links left alone."""
+    rows = conn.execute(f"SELECT notification_id, state FROM {table} WHERE topic = %s "
+                        "ORDER BY notification_id", (topic,)).fetchall()
+    for notification_id, state in rows[-1:] if last else rows:
+        data = json.loads(bytes(state))
+        change(data)
+        conn.execute(f"UPDATE {table} SET state = %s WHERE notification_id = %s",
+                     (json.dumps(data).encode(), notification_id))
+
+
+@pytest.mark.parametrize("altered", ["reveal", "draw"])
+def test_a_shoe_altered_behind_the_ledger_fails_its_verification(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str], altered: str) -> None:
+    app = ledgers()
+    table, r = open_round(app)
+    app.void("v", "boss", r, "closing early")
+    app.close_table("c", "boss", table, "closing early")  # the shoe retires, revealed
+    shoe_id = UUID(app.round_state(r)["shoe_id"])
+    assert app.shoe(shoe_id)["verified"]
+    assert app.verify_shoe(shoe_id) == []
+
+    def swap_undealt(data: dict[str, Any]) -> None:  # two cards never dealt change places
+        order = data["order"]
+        i = next(i for i in range(100, len(order)) if order[i] != order[i + 1])
+        order[i], order[i + 1] = order[i + 1], order[i]
+
+    def one_more(data: dict[str, Any]) -> None:  # the round's draw claims a card it never got
+        data["count"] += 1
+
+    with behind_the_ledger(database, env) as (conn, events):
+        if altered == "reveal":
+            edit_events(conn, events, ShoeRecord.Retired.TOPIC, swap_undealt)
+        else:
+            edit_events(conn, events, ShoeRecord.CardsDrawn.TOPIC, one_more, last=True)
+    fresh = ledgers()
+    if altered == "reveal":
+        assert fresh.shoe(shoe_id)["verified"] is False
+        assert fresh.verify_shoe(shoe_id) == ["the reveal does not match the commitment"]
+    else:
+        (finding,) = fresh.verify_shoe(shoe_id)
+        assert finding.startswith(f"round {r}: the shoe gave it position ")
+        assert finding.endswith("and the round records no card dealt from it")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -35,7 +34,6 @@ from tests.integration.test_projections_support import (
     wait_until,
 )
 
-HOLD_S = 1.0
 PAUSING = "pitboss-tests:PausingRecorder"
 
 
@@ -109,6 +107,15 @@ def in_thread(action: Callable[[], Any]) -> threading.Thread:
     return thread
 
 
+def waiting_on_the_append_lock(env: Env) -> bool:
+    """Whether a session waits for an advisory lock (the ledger's append lock): a second
+    writer that reached the database and queues there, not one that has not got there yet."""
+    with connect(env) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                           "'Lock' AND wait_event = 'advisory'").fetchone()
+    return bool(row and row[0])
+
+
 def projected(env: Env, player: str) -> int:
     with ReadModels(env) as reads:
         (row,) = reads.balances(player=player)["items"]
@@ -128,8 +135,8 @@ def test_a_writer_that_commits_late_is_neither_skipped_nor_stalls_the_worker(
     assert recorder.inserted.wait(10)
     (late_id, *_) = recorder.ids
     other = in_thread(lambda: casino.ledger.buy_in(casino.rid(), "cashier", "P2", 50))
-    time.sleep(HOLD_S)
     # The other writer queues behind the append lock; the worker has nothing new to read.
+    wait_until(lambda: waiting_on_the_append_lock(env), 10.0, "the second writer's wait")
     assert other.is_alive(), "a second writer committed past an open writer"
     assert head(env) == start
     assert set(positions(env).values()) == {start}
@@ -165,7 +172,7 @@ def test_an_id_that_never_commits_leaves_a_gap_the_worker_does_not_wait_on(
         assert row is not None
         burnt = row[0]
         other = in_thread(lambda: casino.ledger.buy_in(casino.rid(), "cashier", "P2", 50))
-        time.sleep(HOLD_S)
+        wait_until(lambda: waiting_on_the_append_lock(env), 10.0, "the second writer's wait")
         assert other.is_alive()
         assert set(positions(env).values()) == {start}
         conn.execute("ROLLBACK")

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 import pytest
 
+from api.services import Services
+from ledger.application import GameLedger
 from ledger.cards import (
     STANDARD_DECK,
     WILD,
@@ -30,6 +32,7 @@ from ledger.cards import (
     suit,
 )
 from ledger.errors import LedgerError, ShoeExhausted
+from ledger.sealing import ShoeSealer
 from ledger.shoe import (
     COMMITMENT_SCHEME,
     SALT_BYTES,
@@ -212,6 +215,19 @@ def test_the_default_source_of_the_shuffle_is_secrets_randbelow() -> None:
     default = inspect.signature(fresh_order).parameters["randbelow"].default
     assert default is secrets.randbelow
     assert inspect.signature(Shoe.shuffle).parameters["randbelow"].default is secrets.randbelow
+
+
+def test_the_ledger_and_the_api_shuffle_with_secrets_randbelow_unless_told_otherwise() -> None:
+    # The shuffle's source is passed down from the ledger: its default, and the API's ledger
+    # built without LEDGER_RANDBELOW, must be the secure one (R-H1).
+    assert inspect.signature(GameLedger.__init__).parameters["randbelow"].default \
+        is secrets.randbelow
+    services = Services({"PERSISTENCE_MODULE": "eventsourcing.popo"}, ShoeSealer.new_key())
+    ledger = services.ledger()
+    try:
+        assert ledger._randbelow is secrets.randbelow
+    finally:
+        ledger.close()
 
 
 def test_a_real_shuffle_is_a_permutation_of_the_shoe() -> None:

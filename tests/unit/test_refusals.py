@@ -684,8 +684,12 @@ def test_a_void_without_a_reason_is_refused(reason: str) -> None:
 
 def test_a_ruling_on_a_settled_round_is_recorded() -> None:
     r = settled_round()
-    out = r.m.record_ruling("card misread", [5], {"P1": 10})
-    assert [type(x) for x in out] == [f.RulingRecorded]
+    results, house = dict(r.m.results), r.m.house
+    out = r.m.record_ruling("  card misread ", [5], {"P1": 10, "P2": -4})
+    assert out == [f.RulingRecorded(reason="card misread", corrects=[5],
+                                    adjustments={"P1": 10, "P2": -4})]
+    assert r.m.results == {**results, "P1": results["P1"] + 10, "P2": results["P2"] - 4}
+    assert r.m.house == house - 6
 
 
 def test_a_ruling_on_an_unsettled_round_is_refused() -> None:

@@ -281,7 +281,6 @@ def test_table_limits_round_trip_and_refuse_unknown_settings() -> None:
 def test_the_content_hash_is_stable_across_constructions() -> None:
     assert RuleSet(name="casino", version=1).content_hash == CASINO.content_hash
     assert RuleSet.from_dict(CASINO.to_dict()).content_hash == CASINO.content_hash
-    assert CASINO.content_hash == CASINO.content_hash
 
 
 def test_the_content_hash_is_sha256_of_the_rules_as_sorted_compact_json() -> None:
