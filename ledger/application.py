@@ -482,12 +482,13 @@ class GameLedger(Application[UUID]):
                     paid, released = -voided.reversals.get(key, 0), voided.released.get(key, 0)
                     less = (f", less the {released} it releases from stakes still held"
                             if released else "")
+                    # Said to a dealer too (a shoe running out voids the round): no balance,
+                    # nor what is missing from it, which would tell it.
                     raise InsufficientChips(
                         f"Voiding takes back the {paid} the round already paid "
-                        f"{account.owner}{less}: {account.owner} has {account.available} "
-                        f"available and must return {-moved.available - account.available} "
-                        "(a buy-in at the cashier) before the round can be voided.",
-                        "R-X13") from None
+                        f"{account.owner}{less}, and {account.owner} has fewer chips "
+                        "available: the cashier can show how many must come back (a buy-in) "
+                        "before the round can be voided.", "R-X13") from None
                 touched.append(account)
             m = round_.machine
             result = {"round_id": round_key, "version": round_.version, "phase": m.phase,
