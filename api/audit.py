@@ -27,7 +27,6 @@ from api.schemas import (
 )
 from api.services import ledger
 from api.views import Blueprint, guard
-from ledger.application import VERSION_MAX
 from ledger.storage import LedgerRecorder, chain_head, verify_chain
 
 blp = Blueprint("audit", __name__, url_prefix="/audit", description="Replay and audit.")
@@ -44,8 +43,7 @@ def round_events(round_id: UUID) -> list[dict[str, Any]]:
     return ledger().round_events(round_id)
 
 
-@blp.route(f"/rounds/<uuid:round_id>/versions/<int(min=1, max={VERSION_MAX}):version>",
-           methods=["GET"])
+@blp.route("/rounds/<uuid:round_id>/versions/<int(signed=True):version>", methods=["GET"])
 @guard(blp, *AUDITORS)
 @blp.response(200, RoundStateSchema)
 def round_at(round_id: UUID, version: int) -> dict[str, Any]:

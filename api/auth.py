@@ -241,6 +241,11 @@ class KeyRing:
             stamp = (info.st_ino, info.st_mtime_ns, info.st_size)
         except FileNotFoundError:
             stamp = missing
+        except OSError as exc:  # a symlink loop, a directory not searchable …
+            if self._stamp is None:
+                raise KeyConfigError(f"{self._path} cannot be read: {exc}") from None
+            logger.error("keeping the previous keys: %s cannot be read: %s", self._path, exc)
+            return
         if stamp == self._stamp:
             return
         with self._lock:

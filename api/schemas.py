@@ -176,7 +176,8 @@ class IdempotencyHeaderSchema(Schema):
         data_key="Idempotency-Key",
         required=True,
         validate=[validate.Length(1, REQUEST_ID_MAX_CHARS), _visible_ascii, _one_key],
-        metadata={"description": "The client's id of this request (R-M4): visible ASCII "
+        metadata={"pattern": r"^[!-+\--~]+$",
+                  "description": "The client's id of this request (R-M4): visible ASCII "
                   "characters without commas (a UUID, say). A "
                   "retry with the same key records and moves nothing again. Round commands, "
                   "buy-ins and cash-outs answer it as they answered the first time; opening an "
@@ -207,6 +208,7 @@ class RoundCommandHeaderSchema(IdempotencyHeaderSchema):
     expected = VersionTag(
         data_key="If-Match", load_default=None,
         metadata={"type": "string", "example": '"7"',
+                  "pattern": r'^("[1-9][0-9]{0,8}"|[1-9][0-9]{0,8})$',
                   "description": "The round version the terminal shows (``round.version``): "
                   "the decision is made on exactly that version, or refused with 412 when the "
                   "round has moved on. Without it, the decision is made on the round as it is "
@@ -317,16 +319,35 @@ class InsuranceSchema(Schema):
     amount = amount(required=True)
 
 
+def _not_zero(value: int) -> int:
+    if value == 0:
+        raise ValidationError("A ruling moves a non-zero amount for each player it names.")
+    return value
+
+
+def _entries(value: dict[str, int]) -> dict[str, int]:
+    # Not validate.Length: the API document would say minLength of an object, which is void.
+    if not 1 <= len(value) <= RULING_ENTRIES_MAX:
+        raise ValidationError(f"Name 1 to {RULING_ENTRIES_MAX} players.")
+    return value
+
+
 class RulingSchema(Schema):
     reason = reason(required=True)
     corrects = fields.List(
         WholeNumber(validate=validate.Range(1, VERSION_MAX)), required=True,
         validate=validate.Length(1, RULING_ENTRIES_MAX),
-        metadata={"description": "The round's event versions this ruling corrects."})
+        metadata={"description": "The round's event versions this ruling corrects, each once.",
+                  "uniqueItems": True})
     adjustments = fields.Dict(
-        keys=player(), values=WholeNumber(validate=validate.Range(-AMOUNT_MAX, AMOUNT_MAX)),
-        required=True, validate=validate.Length(1, RULING_ENTRIES_MAX),
-        metadata={"description": "Chips to move per player (positive: to the player)."})
+        keys=player(), values=WholeNumber(
+            validate=[validate.Range(-AMOUNT_MAX, AMOUNT_MAX), _not_zero],
+            metadata={"not": {"enum": [0]}}),
+        required=True, validate=_entries,
+        metadata={"description": "Chips to move per player, by player id (positive: to the "
+                                 "player), none zero.",
+                  "minProperties": 1, "maxProperties": RULING_ENTRIES_MAX})
+
 
 
 # --- accounts --------------------------------------------------------------------------------

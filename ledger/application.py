@@ -520,6 +520,9 @@ class GameLedger(Application[UUID]):
 
     def round_state(self, round_id: UUID, version: int | None = None) -> dict[str, Any]:
         """The round as it stood after ``version`` (the latest when None)."""
+        if version is not None and (type(version) is not int or not 1 <= version <= VERSION_MAX):
+            raise NotFound(f"A round's versions count from 1 (at most {VERSION_MAX}); there is "
+                           f"no version {version}.", "R-V1", field="version")
         if version is None:
             with self._reading(Round, round_id, "round") as latest:
                 return _round_view(latest)
@@ -625,8 +628,11 @@ class GameLedger(Application[UUID]):
             raise _no_account(player) from None
 
     def house(self, table_id: UUID) -> dict[str, Any]:
-        with self._reading(Account, ids.house_id(table_id), "house account") as account:
-            return account.summary()
+        try:
+            with self._reading(Account, ids.house_id(table_id), "house account") as account:
+                return account.summary()
+        except NotFound:
+            raise NotFound(f"There is no house account for table {table_id}.", "R-M4") from None
 
     def account_entries(self, player: str, *, after: int = 0,
                         limit: int = 100) -> dict[str, Any]:

@@ -115,6 +115,20 @@ def test_a_key_file_is_read_again_when_it_changes(tmp_path, database):
                             headers={"Authorization": f"Bearer {key}"}), 401)
 
 
+def test_a_key_file_that_cannot_be_read_keeps_the_keys_it_had(tmp_path, database):
+    path = tmp_path / "keys.jsonl"
+    key = CliRunner().invoke(main, ["keys", "create", "--name", "ann", "--role", "cashier",
+                                    "--file", str(path)]).stdout.strip()
+    ring = keyring_from({"PITBOSS_KEYS_FILE": str(path)}, tmp_path / "unused")
+    app = create_app({"DATABASE": database, "TESTING": True, "SHOE_KEY": b"k" * 32})
+    app.extensions["pitboss.keys"] = ring
+    path.unlink()
+    path.symlink_to(path)  # a loop: stat() fails with ELOOP, not "not found"
+    answer = Http(app.test_client()).request(
+        "GET", "/whoami", role=None, headers={"Authorization": f"Bearer {key}"})
+    assert answer.get_json() == {"name": "ann", "role": "cashier"}
+
+
 @pytest.mark.parametrize("edit", [
     b'{"name": "bob", "role": "auditor", "key_hash": null}\n',
     b'{"name": "b\xe9b", "role": "auditor", "key_hash": "' + b"0" * 64 + b'"}\n',

@@ -244,7 +244,7 @@ def test_a_body_off_its_schema_is_422_naming_the_field(desk, body, field):
 
 @pytest.mark.parametrize(("adjustments", "rule"), [
     ({"P1": 1.5}, "R-M1"), ({"P1": True}, "R-M1"), ({"P1": 10**12 + 1}, "R-M1"),
-    ({"": 5}, None)])
+    ({"": 5}, None), ({"P1": 0}, "R-M1"), ({}, None)])
 def test_a_rulings_amounts_are_minor_units_too(desk, adjustments, rule):
     body = {"reason": "paid short", "corrects": [1], "adjustments": adjustments}
     response = problem_of(desk.http.post(f"/rounds/{desk.round_id}/rulings", body,
@@ -386,8 +386,10 @@ def test_a_closed_table_starts_no_round(desk):
     "/audit/tables/{}/house", "/audit/tables/{}/events", "/audit/tables/{}/house/entries",
 ])
 def test_an_unknown_id_is_404(http, path):
-    body = problem_of(http.get(path.format(uuid.uuid4())), 404)
+    unknown = uuid.uuid4()
+    body = problem_of(http.get(path.format(unknown)), 404)
     assert body["error"] == "NotFound"
+    assert str(unknown) in body["detail"]  # the id sent, not one derived from it
 
 
 def test_an_unknown_account_is_404_with_its_rule(http):
@@ -396,10 +398,11 @@ def test_an_unknown_account_is_404_with_its_rule(http):
     problem_of(http.post("/accounts/nobody/buy-in", {"amount": 5}, role="cashier"), 404)
 
 
-def test_a_malformed_id_or_version_in_the_path_is_404(http):
+def test_a_malformed_id_or_version_in_the_path_is_404(http, desk):
     problem_of(http.get("/rounds/not-a-uuid"), 404)
-    problem_of(http.get(f"/audit/rounds/{uuid.uuid4()}/versions/0"), 404)
-    problem_of(http.get(f"/audit/rounds/{uuid.uuid4()}/versions/{10**30}"), 404)
+    for version in (0, -1, 10**9 + 1, 10**30):  # named as the version, not as the round's id
+        body = problem_of(http.get(f"/audit/rounds/{desk.round_id}/versions/{version}"), 404)
+        assert list(body["errors"]) == ["version"], body
 
 
 def test_a_request_id_reused_for_another_request_is_refused(desk):

@@ -35,7 +35,7 @@ ROUTE_ROLES: dict[tuple[str, str], set[str]] = {
     ("GET", "/accounts/<player>"): {C, M, A},
     ("GET", "/accounts/<player>/entries"): {C, M, A},
     ("GET", "/audit/rounds/<uuid:round_id>/events"): AUDIT,
-    ("GET", "/audit/rounds/<uuid:round_id>/versions/<int(min=1, max=1000000000):version>"):
+    ("GET", "/audit/rounds/<uuid:round_id>/versions/<int(signed=True):version>"):
         AUDIT,
     ("GET", "/audit/rounds/<uuid:round_id>/replay"): AUDIT,
     ("GET", "/audit/rounds/<uuid:round_id>/check"): AUDIT,
