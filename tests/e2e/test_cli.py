@@ -6,7 +6,8 @@ import json
 import stat
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -115,18 +116,24 @@ def test_a_key_file_is_read_again_when_it_changes(tmp_path, database):
                             headers={"Authorization": f"Bearer {key}"}), 401)
 
 
-def test_a_key_file_that_cannot_be_read_keeps_the_keys_it_had(tmp_path, database):
+def ann_on_a_key_file(tmp_path: Path, database: Any) -> tuple[Path, Callable[[], Any]]:
+    """A key file holding a cashier key for ann, an app reading it, and who that key is now."""
     path = tmp_path / "keys.jsonl"
     key = CliRunner().invoke(main, ["keys", "create", "--name", "ann", "--role", "cashier",
                                     "--file", str(path)]).stdout.strip()
-    ring = keyring_from({"PITBOSS_KEYS_FILE": str(path)}, tmp_path / "unused")
     app = create_app({"DATABASE": database, "TESTING": True, "SHOE_KEY": b"k" * 32})
-    app.extensions["pitboss.keys"] = ring
+    app.extensions["pitboss.keys"] = keyring_from({"PITBOSS_KEYS_FILE": str(path)},
+                                                  tmp_path / "unused")
+    http = Http(app.test_client())
+    return path, lambda: http.request("GET", "/whoami", role=None,
+                                      headers={"Authorization": f"Bearer {key}"}).get_json()
+
+
+def test_a_key_file_that_cannot_be_read_keeps_the_keys_it_had(tmp_path, database):
+    path, whoami = ann_on_a_key_file(tmp_path, database)
     path.unlink()
     path.symlink_to(path)  # a loop: stat() fails with ELOOP, not "not found"
-    answer = Http(app.test_client()).request(
-        "GET", "/whoami", role=None, headers={"Authorization": f"Bearer {key}"})
-    assert answer.get_json() == {"name": "ann", "role": "cashier"}
+    assert whoami() == {"name": "ann", "role": "cashier"}
 
 
 @pytest.mark.parametrize("edit", [
@@ -135,17 +142,11 @@ def test_a_key_file_that_cannot_be_read_keeps_the_keys_it_had(tmp_path, database
 ])
 def test_a_bad_edit_of_the_key_file_keeps_the_keys_it_had(tmp_path, database, edit):
     # An operator's half-done edit locks nobody out and turns no request into a 500.
-    path = tmp_path / "keys.jsonl"
-    key = CliRunner().invoke(main, ["keys", "create", "--name", "ann", "--role", "cashier",
-                                    "--file", str(path)]).stdout.strip()
-    ring = keyring_from({"PITBOSS_KEYS_FILE": str(path)}, tmp_path / "unused")
-    app = create_app({"DATABASE": database, "TESTING": True, "SHOE_KEY": b"k" * 32})
-    app.extensions["pitboss.keys"] = ring
-    http = Http(app.test_client())
+    path, whoami = ann_on_a_key_file(tmp_path, database)
+    assert whoami() == {"name": "ann", "role": "cashier"}
     with path.open("ab") as keys:
         keys.write(edit)
-    answer = http.request("GET", "/whoami", role=None, headers={"Authorization": f"Bearer {key}"})
-    assert answer.get_json() == {"name": "ann", "role": "cashier"}
+    assert whoami() == {"name": "ann", "role": "cashier"}
 
 
 @pytest.mark.parametrize("text", [
