@@ -185,3 +185,20 @@ def test_an_eventsourcing_application_saves_and_replays_on_the_database(database
         app.close()
         with psycopg.connect(database.conninfo(), autocommit=True) as conn:
             conn.execute("drop table if exists pitboss_probe_events")
+
+
+def test_the_read_models_answer_at_once_after_the_database_restarts(embedded_folder):
+    # Their pool pings each connection before use: without it, every connection the restart
+    # broke failed one request (an auditor saw 503s for a minute).
+    from projections.queries import ReadModels
+
+    settings = start_embedded(embedded_folder)
+    reads = ReadModels(settings.eventsourcing_env())
+    try:
+        before = reads.positions()  # the pool has its connections now
+        stop_embedded(embedded_folder)
+        start_embedded(embedded_folder)
+        for _ in range(3):
+            assert reads.positions() == before
+    finally:
+        reads.close()
