@@ -365,7 +365,10 @@ def load_search_rounds(db: Database, rounds: int) -> dict[str, str]:
         for low in range(1, rounds + 1, step):
             high = min(low + step - 1, rounds)
             conn.execute("""
-                INSERT INTO round_index_rounds
+                INSERT INTO round_index_rounds (round_id, table_id, round_no, started_at,
+                    ended_at, rules_hash, rules_name, rules_version, currency, status, players,
+                    total_staked, total_paid, house_result, held, wild_card, prize, ruling,
+                    version, last_notification_id)
                 SELECT md5('r' || i)::uuid, md5('t' || (i %% %(tables)s))::uuid,
                        i / %(tables)s + 1, at, CASE WHEN open THEN NULL ELSE at + interval '90 s'
                        END, 'hash', 'casino', 1, 'EUR',
