@@ -85,7 +85,7 @@ from ledger.errors import (
     TableExists,
 )
 from ledger.money import HOUSE as HOUSE_KEY
-from ledger.money import net_movements
+from ledger.money import Movement, movements, net_movements
 from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
@@ -616,9 +616,38 @@ class GameLedger(Application[UUID]):
                             f"played ({created.rules_hash}): recorded before names and "
                             "versions were checked, or written around the ledger (R-S1)")
         facts = [e for e in rest if isinstance(e, Round.Recorded)]
+        recorded = [e.fact() for e in facts]
         return findings + readjudicate(
             RuleSet.from_dict(created.rules), TableLimits.from_dict(created.limits),
-            [e.fact() for e in facts], [e.originator_version for e in facts])
+            recorded, [e.originator_version for e in facts]) + self._posting_findings(
+            created, recorded)
+
+    def _posting_findings(self, created: Any, recorded: list[f.Fact]) -> list[str]:
+        """R-M4: the chips the accounts' postings naming this round moved, account by account,
+        are those its facts move. A posting appended around the ledger on one of the round's
+        accounts, or a round's events taken away with their postings left, shows here. (A
+        posting naming the round on an account with no part in it does not: that would take
+        reading every account.)"""
+        round_id = created.originator_id
+        expected = net_movements(recorded)
+        # The house and every bettor, those whose chips came back to nothing included.
+        keys = dict.fromkeys([HOUSE_KEY, *(k for fact in recorded for k in movements(fact))])
+        findings = []
+        for key in keys:
+            account_id = (ids.house_id(created.table_id) if key == HOUSE_KEY
+                          else ids.account_id(key))
+            held = available = 0
+            for event in self.events.get(account_id):
+                if isinstance(event, Account.Posted) and event.round_id == round_id:
+                    held, available = held + event.held_delta, available + event.available_delta
+            want = expected.get(key, Movement(0, 0))
+            if (held, available) != (want.held, want.available):
+                owner = f"the house of table {created.table_id}" if key == HOUSE_KEY else key
+                findings.append(
+                    f"the postings naming this round on {owner}'s account move {available} "
+                    f"available and {held} held; the round's events move {want.available} and "
+                    f"{want.held}: chips were posted around the round (R-M4)")
+        return findings
 
     def balance(self, player: str) -> dict[str, Any]:
         try:

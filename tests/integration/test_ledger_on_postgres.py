@@ -572,3 +572,28 @@ def test_a_shoe_altered_behind_the_ledger_fails_its_verification(
         (finding,) = fresh.verify_shoe(shoe_id)
         assert finding.startswith(f"round {r}: the shoe gave it position ")
         assert finding.endswith("and the round records no card dealt from it")
+
+
+def test_chips_posted_around_a_round_are_a_finding_of_its_check(
+        ledgers: Callable[..., GameLedger]) -> None:
+    # A posting "for" the round, with its counterpart on the house, appended with the service
+    # role's rights: every account agrees with its events and money is conserved, but the
+    # round's facts do not move those chips.
+    app = ledgers()
+    table, r = open_round(app)
+    assert app.check_round(r) == []
+    player: Any = app.repository.get(ids.account_id("P1"))
+    house: Any = app.repository.get(ids.house_id(table))
+    forged = [account.Posted(
+        originator_id=account.id, originator_version=account.version + 1,
+        timestamp=account.modified_on, round_id=r, held_delta=0, available_delta=amount,
+        memo="StakeSettled", actor="dealer", request_id="forged")
+        for account, amount in ((player, 5000), (house, -5000))]
+    append_around_the_ledger(app, *forged)
+    findings = ledgers().check_round(r)
+    assert findings == [
+        f"the postings naming this round on the house of table {table}'s account move -5000 "
+        "available and 0 held; the round's events move 0 and 0: chips were posted around "
+        "the round (R-M4)",
+        "the postings naming this round on P1's account move 4990 available and 10 held; "
+        "the round's events move -10 and 10: chips were posted around the round (R-M4)"]
