@@ -68,6 +68,19 @@ class Desk:
         result: dict[str, Any] = getattr(self.app, use_case)(self.rid(), "dealer", *args)
         return result
 
+    def stood_round(self, *amounts: int) -> UUID:
+        """A round in which P1, P2 … stake ``amounts`` on boxes 1, 2 …, stand, and settle."""
+        r = self.round()
+        boxes = list(enumerate(amounts, 1))
+        for box, amount in boxes:
+            self.do("place_stake", r, f"P{box}", box, amount)
+        self.do("deal", r)
+        for box, _ in boxes:
+            self.do("stand", r, f"P{box}", box, 0)
+        self.do("play_dealer", r)
+        self.do("settle", r)
+        return r
+
     def money(self) -> dict[str, tuple[int, int]]:
         return {p: (self.app.balance(p)["available"], self.app.balance(p)["held"])
                 for p in ("P1", "P2")}
@@ -130,14 +143,7 @@ def test_a_settled_or_voided_round_takes_no_decision(make_ledger: MakeLedger) ->
     desk.do("deal", r)
     desk.do("void", r, "dealer misdealt")
     unchanged(desk.app, lambda: desk.do("stand", r, "P1", 1, 0), RoundClosed, "R-V1")
-    r2 = desk.round()
-    desk.do("place_stake", r2, "P1", 1, 10)
-    desk.do("place_stake", r2, "P2", 2, 10)
-    desk.do("deal", r2)
-    for box in (1, 2):
-        desk.do("stand", r2, f"P{box}", box, 0)
-    desk.do("play_dealer", r2)
-    desk.do("settle", r2)
+    r2 = desk.stood_round(10, 10)
     unchanged(desk.app, lambda: desk.do("hit", r2, "P1", 1, 0), RoundClosed, "R-V2")
 
 
@@ -251,14 +257,7 @@ def test_a_ruling_moves_chips_both_ways_and_cannot_take_back_more_than_a_player_
     # P1 19 beats 18, P2 17 loses (1,100 and 900); the ruling takes 5 back from P1 and pays
     # P2 10: the house pays the 5 between them (R-V2).
     desk = Desk(make_ledger(SteeredShuffle("TS TH TD 9S 7C 8D")))
-    app, r = desk.app, desk.round()
-    desk.do("place_stake", r, "P1", 1, 100)
-    desk.do("place_stake", r, "P2", 2, 100)
-    desk.do("deal", r)
-    desk.do("stand", r, "P1", 1, 0)
-    desk.do("stand", r, "P2", 2, 0)
-    desk.do("play_dealer", r)
-    desk.do("settle", r)
+    app, r = desk.app, desk.stood_round(100, 100)
     assert desk.money() == {"P1": (1100, 0), "P2": (900, 0)}
     app.record_ruling("g1", "manager", r, "box 2 was paid short", [2], {"P1": -5, "P2": 10})
     assert desk.money() == {"P1": (1095, 0), "P2": (910, 0)}
