@@ -38,6 +38,7 @@ import hashlib
 import logging
 import struct
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -64,9 +65,12 @@ from eventsourcing.postgres import (
     PostgresFactory,
 )
 from eventsourcing.utils import retry
-from psycopg import Cursor
+from psycopg import Connection, Cursor
 from psycopg.adapt import Dumper
-from psycopg.pq import Format
+from psycopg.errors import error_from_result
+from psycopg.generators import fetch_many
+from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
+from psycopg.pq.abc import PGresult
 from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Identifier
 
@@ -183,8 +187,7 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             **{f"{t}_name": literal(f"{events_table_name}_{t}")
                for t in ("immutable", "no_truncate", "chained")},
         }
-        self._insert_statement = (f"SELECT * FROM {names['schema']}.{names['insert']}"
-                                  "(%b, %b, %b, %b)")
+        self._append = _Append(f"{names['schema']}.{names['insert']}")
         for statement in _STATEMENTS:
             self.sql_create_statements.append(
                 _Statement(statement.format(**names)))
@@ -197,9 +200,8 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
         if not stored_events:
             return []
         params = _insert_parameters(stored_events)
-        with self._appenders.cursor() as curs:
-            curs.execute(self._insert_statement, params, prepare=True)
-            return [notification_id for (notification_id,) in curs.fetchall()]
+        with self._appenders.connection() as conn:
+            return self._append(conn, params)
 
     def close(self) -> None:
         """Give the connections kept for appending back to the pool."""
@@ -223,113 +225,103 @@ def relation_exists(curs: Cursor[DictRow], qualified: str) -> bool:
 
 
 class _Appenders:
-    """Connections kept out of the pool for appending, the most recently used first, each
-    with one cursor kept open on it (a new cursor per append cost 0.015 ms).
+    """Connections kept out of the pool for appending, the most recently used first.
 
     Through the library's pool an append cost 0.2 ms more than on a connection of its own
     (bench/ledger.py): the pool hands out the connection idle longest, whose server
-    process has gone cold, and adds its own bookkeeping. Appends take a cursor from
+    process has gone cold, and adds its own bookkeeping. Appends take a connection from
     here instead (one per thread appending at the same moment, at most ``limit``; past
     that they fall back to the pool), and errors are translated as the pool's are.
     """
 
     def __init__(self, datastore: PostgresDatastore) -> None:
         self._datastore = datastore
-        self._idle: list[Cursor[tuple[Any, ...]]] = []
+        self._idle: list[Connection[Any]] = []
         self._lent = 0
         self._lock = threading.Lock()
         self._closed = False
         # Never the pool's last connection: reads must always find one.
         self.limit = max(0, min(datastore.pool.max_size - 1, APPENDERS_MAX))
 
-    def cursor(self) -> _Lent:
-        """A cursor that returns rows as tuples, on an appending connection, for a ``with``
-        block."""
+    def connection(self) -> _Lent:
+        """An appending connection, for a ``with`` block."""
         return _Lent(self)
 
-    def _take(self) -> tuple[Cursor[tuple[Any, ...]] | None, bool]:
-        """An idle cursor (None: open one), or that the append falls back to the pool."""
+    def _take(self) -> tuple[Connection[Any] | None, bool]:
+        """An idle connection (None: open one), or that the append falls back to the pool."""
         with self._lock:
-            curs = self._idle.pop() if self._idle else None
-            fall_back = curs is None and (self._closed or self._lent >= self.limit)
+            conn = self._idle.pop() if self._idle else None
+            fall_back = conn is None and (self._closed or self._lent >= self.limit)
             if not fall_back:
                 self._lent += 1
-        return curs, fall_back
+        return conn, fall_back
 
-    def _open(self) -> Cursor[tuple[Any, ...]]:
+    def _open(self) -> Connection[Any]:
         with translated_errors():
             # Opened as the library's datastore opens it before every checkout.
             timeout = self._datastore.pool_open_timeout
             self._datastore.pool.open(timeout is not None, timeout or 30.0)
-            return self._datastore.pool.getconn().cursor(row_factory=tuple_row)
+            return self._datastore.pool.getconn()
 
-    @contextlib.contextmanager
-    def _pooled(self) -> Iterator[Cursor[tuple[Any, ...]]]:
-        with self._datastore.get_connection() as pooled, \
-                pooled.cursor(row_factory=tuple_row) as borrowed:
-            yield borrowed
-
-    def _give_back(self, curs: Cursor[tuple[Any, ...]] | None, healthy: bool) -> None:
+    def _give_back(self, conn: Connection[Any] | None, healthy: bool) -> None:
         with self._lock:
             self._lent -= 1
-            keep = (curs is not None and healthy and not self._closed
-                    and not curs.connection.closed)
+            keep = conn is not None and healthy and not self._closed and not conn.closed
             if keep:
-                self._idle.append(curs)  # type: ignore[arg-type]
-        if curs is not None and not keep:
-            self._return_to_pool(curs)
+                self._idle.append(conn)  # type: ignore[arg-type]
+        if conn is not None and not keep:
+            self._return_to_pool(conn)
 
-    def _return_to_pool(self, curs: Cursor[tuple[Any, ...]]) -> None:
+    def _return_to_pool(self, conn: Connection[Any]) -> None:
         with contextlib.suppress(Exception):  # a pool already closed closes it
-            curs.close()
-            self._datastore.pool.putconn(curs.connection)
+            self._datastore.pool.putconn(conn)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-        for curs in idle:
-            self._return_to_pool(curs)
+        for conn in idle:
+            self._return_to_pool(conn)
 
 
 class _Lent:
-    """One append's use of a cursor from :class:`_Appenders`: kept if the append went well,
-    given back to the pool if it broke (the pool tests it, and replaces it if it is gone),
-    its driver errors translated. A class, not a generator: entering and leaving two
-    generator-based contexts cost every append 5 us."""
+    """One append's use of a connection from :class:`_Appenders`: kept if the append went
+    well, given back to the pool if it broke (the pool tests it, and replaces it if it is
+    gone), its driver errors translated. A class, not a generator: entering and leaving
+    two generator-based contexts cost every append 5 us."""
 
-    __slots__ = ("_appenders", "_curs", "_pooled")
+    __slots__ = ("_appenders", "_conn", "_pooled")
 
     def __init__(self, appenders: _Appenders) -> None:
         self._appenders = appenders
-        self._curs: Cursor[tuple[Any, ...]] | None = None
-        self._pooled: contextlib.AbstractContextManager[Cursor[tuple[Any, ...]]] | None = None
+        self._conn: Connection[Any] | None = None
+        self._pooled: contextlib.AbstractContextManager[Connection[Any]] | None = None
 
-    def __enter__(self) -> Cursor[tuple[Any, ...]]:
+    def __enter__(self) -> Connection[Any]:
         appenders = self._appenders
-        curs, fall_back = appenders._take()
+        conn, fall_back = appenders._take()
         if fall_back:
-            self._pooled = appenders._pooled()
+            self._pooled = appenders._datastore.get_connection()
             return self._pooled.__enter__()
-        if curs is None:
+        if conn is None:
             try:
-                curs = appenders._open()
+                conn = appenders._open()
             except BaseException:
                 appenders._give_back(None, healthy=False)
                 raise
-        self._curs = curs
-        return curs
+        self._conn = conn
+        return conn
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> bool | None:
         if self._pooled is not None:
             return self._pooled.__exit__(kind, error, traceback)
         if error is None:
-            self._appenders._give_back(self._curs, healthy=True)
+            self._appenders._give_back(self._conn, healthy=True)
             return None
         raised = _translated(error) if isinstance(error, psycopg.Error) else error
         self._appenders._give_back(
-            self._curs, healthy=not isinstance(raised, InterfaceError | OperationalError))
+            self._conn, healthy=not isinstance(raised, InterfaceError | OperationalError))
         if raised is not error:
             raise raised from error
         return None
@@ -424,6 +416,59 @@ def _insert_parameters(events: Sequence[StoredEvent]) -> tuple[_BinaryArray, ...
             _BigintArray(_fixed_width("q", count).pack(*versions)),
             _TextArray(b"".join(topics)),
             _ByteaArray(b"".join(states)))
+
+
+class _Append:
+    """The insert function's call as a statement prepared once on each connection, run
+    through libpq directly: the driver's cursor, which prepares, converts and checks on
+    every call, cost a decision a fifth of its Python time (bench/ledger.py). The
+    connections are autocommitted (the library's pool makes them so); one that is not,
+    or that is inside a transaction, is served by a cursor as before."""
+
+    NAME = b"pitboss_append"
+    _TYPES = (_UuidArray.array_oid, _BigintArray.array_oid, _TextArray.array_oid,
+              _ByteaArray.array_oid)
+    _BINARY = (Format.BINARY,) * 4
+
+    def __init__(self, function: str) -> None:
+        self._statement = f"SELECT * FROM {function}(%b, %b, %b, %b)"  # for a cursor
+        self._numbered = f"SELECT * FROM {function}($1, $2, $3, $4)".encode()  # for libpq
+        self._prepared: weakref.WeakSet[Connection[Any]] = weakref.WeakSet()
+
+    def __call__(self, conn: Connection[Any], params: tuple[_BinaryArray, ...]) -> list[int]:
+        pgconn = conn.pgconn
+        if not conn.autocommit or pgconn.transaction_status != TransactionStatus.IDLE:
+            with conn.cursor(row_factory=tuple_row) as curs:
+                curs.execute(self._statement, params, prepare=True)
+                return [notification_id for (notification_id,) in curs.fetchall()]
+        for attempt in (1, 2):
+            if conn not in self._prepared:
+                pgconn.send_prepare(self.NAME, self._numbered, param_types=self._TYPES)
+                _checked(conn, conn.wait(fetch_many(pgconn)))
+                self._prepared.add(conn)
+            pgconn.send_query_prepared(self.NAME, params, param_formats=self._BINARY,
+                                       result_format=Format.BINARY)
+            result = conn.wait(fetch_many(pgconn))[-1]
+            if (attempt == 1 and result.status == ExecStatus.FATAL_ERROR
+                    and result.error_field(DiagnosticField.SQLSTATE) == _NO_SUCH_STATEMENT):
+                self._prepared.discard(conn)  # DISCARD or DEALLOCATE ran on it: prepare again
+                continue
+            value = _checked(conn, [result]).get_value
+            return [_INT8(cast(bytes, value(row, 0)))[0] for row in range(result.ntuples)]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+_INT8 = struct.Struct("!q").unpack
+_NO_SUCH_STATEMENT = b"26000"  # invalid_sql_statement_name
+
+
+def _checked(conn: Connection[Any], results: list[PGresult]) -> PGresult:
+    """The last result, or its error raised as the driver raises it."""
+    result = results[-1]
+    if result.status == ExecStatus.FATAL_ERROR:
+        raise error_from_result(result, encoding=conn.info.encoding)
+    return result
+
 
 
 @contextlib.contextmanager

@@ -36,7 +36,7 @@ def append_around_the_ledger(app: GameLedger, *events: Any) -> None:
     stored = [e if isinstance(e, StoredEvent) else app.mapper.to_stored_event(e)
               for e in events]
     with recorder.datastore.get_connection() as conn:
-        conn.execute(recorder._insert_statement, _insert_parameters(stored))
+        recorder._append(conn, _insert_parameters(stored))
 
 
 def undecodable(app: GameLedger, round_id: UUID) -> None:

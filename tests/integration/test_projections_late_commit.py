@@ -58,10 +58,8 @@ class PausingRecorder(LedgerRecorder):
         if not self.armed:
             ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
             return ids
-        with self.datastore.get_connection() as conn, conn.transaction(), \
-                conn.cursor() as curs:
-            curs.execute(self._insert_statement, _insert_parameters(stored_events))
-            drawn = [row["notification_id"] for row in curs.fetchall()]
+        with self.datastore.get_connection() as conn, conn.transaction():
+            drawn = self._append(conn, _insert_parameters(stored_events))
             self._hold(drawn)
         return drawn
 
@@ -168,9 +166,7 @@ def test_an_id_that_never_commits_leaves_a_gap_the_worker_does_not_wait_on(
     with connect(env) as conn:
         # What the recorder does, inside a transaction that rolls back: the drawn id is burnt.
         conn.execute("BEGIN")
-        row = conn.execute(recorder._insert_statement, _insert_parameters([stored])).fetchone()
-        assert row is not None
-        burnt = row[0]
+        (burnt,) = recorder._append(conn, _insert_parameters([stored]))
         other = in_thread(lambda: casino.ledger.buy_in(casino.rid(), "cashier", "P2", 50))
         wait_until(lambda: waiting_on_the_append_lock(env), 10.0, "the second writer's wait")
         assert other.is_alive()

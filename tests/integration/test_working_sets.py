@@ -367,12 +367,29 @@ def test_an_appending_connection_the_server_dropped_is_replaced_and_the_append_r
     with recorder.datastore.transaction(commit=True) as curs:
         for dropped in kept:
             curs.execute("SELECT pg_terminate_backend(%s)",
-                         (dropped.connection.info.backend_pid,))
+                         (dropped.info.backend_pid,))
     stand_and_settle(app, r)
     assert app.round_state(r)["phase"] == "settled"
     assert appenders._lent == 0
     assert appenders._idle
-    assert not any(curs in appenders._idle for curs in kept)
-    assert all(curs.connection.closed for curs in kept)
+    assert not any(conn in appenders._idle for conn in kept)
+    assert all(conn.closed for conn in kept)
+    assert app.table(table)["rounds"] == 1
+    assert verify_chain(recorder).intact
+
+
+def test_an_append_whose_prepared_statement_was_discarded_prepares_it_again(
+        ledgers: Ledgers) -> None:
+    app = ledgers()
+    table, r = dealt_round(app)
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    (kept,) = recorder._appenders._idle
+    assert kept in recorder._append._prepared  # appends go through libpq, prepared once
+    # What a pooler's reset (DISCARD ALL) or an operator's DEALLOCATE does to the session.
+    kept.execute("DEALLOCATE ALL")
+    stand_and_settle(app, r)
+    assert app.round_state(r)["phase"] == "settled"
+    assert recorder._appenders._idle == [kept]  # the same connection, prepared again
     assert app.table(table)["rounds"] == 1
     assert verify_chain(recorder).intact
