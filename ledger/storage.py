@@ -68,7 +68,7 @@ from eventsourcing.utils import retry
 from psycopg import Connection, Cursor
 from psycopg.adapt import Dumper
 from psycopg.errors import error_from_result
-from psycopg.generators import fetch_many
+from psycopg.generators import execute
 from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg.pq.abc import PGresult
 from psycopg.rows import DictRow, tuple_row
@@ -444,11 +444,14 @@ class _Append:
         for attempt in (1, 2):
             if conn not in self._prepared:
                 pgconn.send_prepare(self.NAME, self._numbered, param_types=self._TYPES)
-                _checked(conn, conn.wait(fetch_many(pgconn)))
+                # Already there: prepared by a call interrupted before it could note so.
+                _checked(conn, conn.wait(execute(pgconn)), allowed=_ALREADY_PREPARED)
                 self._prepared.add(conn)
             pgconn.send_query_prepared(self.NAME, params, param_formats=self._BINARY,
                                        result_format=Format.BINARY)
-            result = conn.wait(fetch_many(pgconn))[-1]
+            # execute() flushes what the send left buffered (a large save's parameters)
+            # before it reads the answer.
+            result = conn.wait(execute(pgconn))[-1]
             if (attempt == 1 and result.status == ExecStatus.FATAL_ERROR
                     and result.error_field(DiagnosticField.SQLSTATE) == _NO_SUCH_STATEMENT):
                 self._prepared.discard(conn)  # DISCARD or DEALLOCATE ran on it: prepare again
@@ -460,12 +463,16 @@ class _Append:
 
 _INT8 = struct.Struct("!q").unpack
 _NO_SUCH_STATEMENT = b"26000"  # invalid_sql_statement_name
+_ALREADY_PREPARED = b"42P05"  # duplicate_prepared_statement
 
 
-def _checked(conn: Connection[Any], results: list[PGresult]) -> PGresult:
-    """The last result, or its error raised as the driver raises it."""
+def _checked(conn: Connection[Any], results: list[PGresult],
+             allowed: bytes | None = None) -> PGresult:
+    """The last result, or its error raised as the driver raises it (but for the SQLSTATE
+    ``allowed``)."""
     result = results[-1]
-    if result.status == ExecStatus.FATAL_ERROR:
+    if result.status == ExecStatus.FATAL_ERROR and (
+            allowed is None or result.error_field(DiagnosticField.SQLSTATE) != allowed):
         raise error_from_result(result, encoding=conn.info.encoding)
     return result
 

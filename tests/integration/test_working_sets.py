@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import count
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 
 from ledger.aggregates.account import Account
 from ledger.aggregates.round import Round
@@ -392,4 +393,41 @@ def test_an_append_whose_prepared_statement_was_discarded_prepares_it_again(
     assert app.round_state(r)["phase"] == "settled"
     assert recorder._appenders._idle == [kept]  # the same connection, prepared again
     assert app.table(table)["rounds"] == 1
+    assert verify_chain(recorder).intact
+
+
+def test_an_append_prepared_on_the_server_but_not_noted_goes_through(ledgers: Ledgers) -> None:
+    # What an interruption between the PREPARE's answer and its noting leaves behind.
+    app = ledgers()
+    _, r = dealt_round(app)
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    (kept,) = recorder._appenders._idle
+    recorder._append._prepared.discard(kept)
+    stand_and_settle(app, r)
+    assert app.round_state(r)["phase"] == "settled"
+    assert recorder._appenders._idle == [kept]
+    assert kept in recorder._append._prepared
+
+
+@pytest.mark.parametrize("events", [1, 3000])
+def test_an_append_larger_than_the_sockets_buffers_is_sent_whole(ledgers: Ledgers,
+                                                                 events: int) -> None:
+    # One event of 2 MB, or a bulk save of 3,000: the parameters outgrow what one write sends.
+    recorder = ledgers().recorder
+    assert isinstance(recorder, LedgerRecorder)
+    state = b"x" * (2_000_000 // events)
+    originator = uuid4()
+    stored = [StoredEvent(originator_id=originator, originator_version=v, topic="test:Big",
+                          state=state) for v in range(1, events + 1)]
+    appended: list[Sequence[int] | None] = []
+    thread = threading.Thread(target=lambda: appended.append(recorder.insert_events(stored)),
+                              daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive(), "the append never finished"
+    (ids,) = appended
+    assert ids is not None
+    assert len(ids) == events
+    assert [e.state for e in recorder.select_events(originator)] == [state] * events
     assert verify_chain(recorder).intact
