@@ -90,7 +90,7 @@ from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
 from ledger.shoe import Shoe, commitment, cut_position, deal_size, fresh_order, new_salt
-from ledger.storage import LedgerRecorder, SnapshotRecorder, newest_without
+from ledger.storage import LedgerRecorder, SnapshotRecorder, first_events, newest_without
 from ledger.transcoding import CheckedMapper, LedgerTranscoder, ReusedEncoder
 from ledger.working_set import WorkingSet
 
@@ -620,7 +620,47 @@ class GameLedger(Application[UUID]):
         return findings + readjudicate(
             RuleSet.from_dict(created.rules), TableLimits.from_dict(created.limits),
             recorded, [e.originator_version for e in facts]) + self._posting_findings(
-            created, recorded)
+            created, recorded) + self._receipt_findings(created, facts)
+
+    def _receipt_findings(self, created: Any, facts: list[Any]) -> list[str]:
+        """Every request that recorded something in the round left a receipt as it was saved
+        (one statement): made by the same actor, naming this round, its last version and how
+        many events it recorded. An event appended around the ledger under a request id of
+        its own has none; under another request's id, it breaks that receipt's count. Such
+        an event can be a legal play (a stand nobody asked for), which no other check sees."""
+        round_key = str(created.originator_id)
+        by_request: dict[str, list[Any]] = {}
+        for event in (created, *facts):
+            by_request.setdefault(event.request_id, []).append(event)
+        wanted = [ids.receipt_id(r) for r in by_request]
+        recorder = self.recorder
+        stored = (first_events(recorder, wanted) if isinstance(recorder, LedgerRecorder) else
+                  [s for w in wanted for s in recorder.select_events(w, limit=1)])
+        receipts = {r.request_id: r for r in map(self.mapper.to_domain_event, stored)
+                    if isinstance(r, Receipt.Created)}
+        findings = []
+        for request_id, events in by_request.items():
+            versions = ", ".join(f"v{e.originator_version}" for e in events)
+            receipt = receipts.get(request_id)
+            if receipt is None:
+                findings.append(f"{versions}: recorded under request {request_id!r}, of which "
+                                "the ledger kept no receipt: written around the ledger (R-V2)")
+                continue
+            if events[0] is created:
+                accounted = receipt.command == "start_round" and \
+                    receipt.result.get("round_id") == round_key and len(events) == 1
+            else:
+                accounted = (receipt.result.get("round_id") == round_key
+                        and receipt.result.get("version") == events[-1].originator_version
+                        and receipt.result.get("facts") == len(events))
+            actors = {e.actor for e in events} - {receipt.actor}
+            if not accounted or actors:
+                findings.append(
+                    f"{versions}: recorded under request {request_id!r}, whose receipt "
+                    f"({receipt.command} by {receipt.actor}) does not account for them"
+                    + (f" (recorded as made by {', '.join(sorted(actors))})" if actors else "")
+                    + ": written around the ledger (R-V2)")
+        return findings
 
     def _posting_findings(self, created: Any, recorded: list[f.Fact]) -> list[str]:
         """R-M4: the chips the postings naming this round moved on each bettor's account are

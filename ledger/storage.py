@@ -801,6 +801,17 @@ def newest_without(recorder: LedgerRecorder, topic: str, ending: str,
     return None if row is None else UUID(str(row["originator_id"]))
 
 
+def first_events(recorder: LedgerRecorder, originator_ids: Sequence[UUID]) -> list[StoredEvent]:
+    """The first event of each of ``originator_ids`` that has one, in one query."""
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute(f"SELECT originator_id, originator_version, topic, state FROM "
+                     f"{recorder.qualified_table} WHERE originator_id = ANY(%s) AND "
+                     "originator_version = 1", (list(originator_ids),))
+        rows = curs.fetchall()
+    return [StoredEvent(originator_id=r["originator_id"], originator_version=1,
+                        topic=r["topic"], state=bytes(r["state"])) for r in rows]
+
+
 def chain_head(recorder: LedgerRecorder) -> tuple[int, str]:
     """The last notification id and its chain hash, to be kept outside the database."""
     row = _one_row(recorder, "SELECT notification_id, chain_hash FROM {table} "

@@ -17,6 +17,7 @@ from eventsourcing.persistence import StoredEvent
 from api.database import DatabaseSettings
 from ledger.aggregates import ids
 from ledger.aggregates.account import Account
+from ledger.aggregates.round import Round
 from ledger.aggregates.shoe import ShoeRecord
 from ledger.aggregates.table import Table
 from ledger.application import GameLedger
@@ -594,3 +595,45 @@ def test_chips_posted_around_a_round_are_a_finding_of_its_check(
     assert findings == [
         "the postings naming this round on P1's account move 4990 available and 10 held; "
         "the round's events move -10 and 10: chips were posted around the round (R-M4)"]
+
+
+def _stand_around_the_ledger(app: GameLedger, r: UUID, request_id: str, actor: str) -> None:
+    """P1's stand on box 1, appended as the round's next event with the service role's rights:
+    a legal play that moves no chips."""
+    current: Any = app.repository.get(r)
+    append_around_the_ledger(app, Round.HandStood(  # type: ignore[attr-defined]
+        originator_id=r, originator_version=current.version + 1,
+        timestamp=current.modified_on, actor=actor, request_id=request_id, player="P1", box=1,
+        hand=0))
+
+
+def test_a_play_appended_around_the_ledger_is_a_finding_of_its_round_check(
+        ledgers: Callable[..., GameLedger]) -> None:
+    # Box 1 holds 5,6 (its turn first), box 2 holds 19; the dealer shows a 7. A stand P1 never
+    # asked for replays under the rules, moves nothing, and the chain takes it like any append:
+    # no request of the ledger's made it, so no receipt accounts for it.
+    app = ledgers(randbelow=SteeredShuffle("5S TH 7D 6S 9C 4H 8C TS"))
+    _, r = open_round(app)
+    assert app.check_round(r) == []
+    version = app.round_state(r)["version"]
+    _stand_around_the_ledger(app, r, "slipped-in", "P1")
+    fresh = ledgers()
+    assert fresh.round_state(r)["turn"]["box"] == 2  # the stand took: box 2 is to play
+    assert fresh.check_round(r) == [
+        f"v{version + 1}: recorded under request 'slipped-in', of which the ledger kept no "
+        "receipt: written around the ledger (R-V2)"]
+
+
+def test_a_play_appended_under_another_requests_id_is_a_finding_of_its_round_check(
+        ledgers: Callable[..., GameLedger]) -> None:
+    app = ledgers(randbelow=SteeredShuffle("5S TH 7D 6S 9C 4H 8C TS"))
+    _, r = open_round(app)
+    version = app.round_state(r)["version"]
+    dealt = [e.originator_version for e in app.events.get(r)
+             if getattr(e, "request_id", None) == "d"]
+    _stand_around_the_ledger(app, r, "d", "P1")  # the deal's request id, and not its actor
+    (finding,) = ledgers().check_round(r)
+    assert finding == (
+        f"{', '.join(f'v{v}' for v in [*dealt, version + 1])}: recorded under request 'd', "
+        "whose receipt (deal by dealer) does not account for them (recorded as made by P1): "
+        "written around the ledger (R-V2)")
