@@ -647,12 +647,12 @@ class GameLedger(Application[UUID]):
                                 "the ledger kept no receipt: written around the ledger (R-V2)")
                 continue
             if events[0] is created:
-                accounted = receipt.command == "start_round" and \
-                    receipt.result.get("round_id") == round_key and len(events) == 1
+                accounted = (receipt.command == "start_round" and len(events) == 1
+                             and receipt.result.get("round_id") == round_key)
             else:
                 accounted = (receipt.result.get("round_id") == round_key
-                        and receipt.result.get("version") == events[-1].originator_version
-                        and receipt.result.get("facts") == len(events))
+                             and receipt.result.get("version") == events[-1].originator_version
+                             and receipt.result.get("facts") == len(events))
             actors = {e.actor for e in events} - {receipt.actor}
             if not accounted or actors:
                 findings.append(

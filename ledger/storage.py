@@ -423,7 +423,7 @@ class _Append:
     through libpq directly: the driver's cursor, which prepares, converts and checks on
     every call, cost a decision a fifth of its Python time (bench/ledger.py). The
     connections are autocommitted (the library's pool makes them so); one that is not,
-    or that is inside a transaction, is served by a cursor as before."""
+    or that is inside a transaction, is served by a cursor instead."""
 
     NAME = b"pitboss_append"
     _TYPES = (_UuidArray.array_oid, _BigintArray.array_oid, _TextArray.array_oid,
