@@ -379,35 +379,27 @@ def test_an_appending_connection_the_server_dropped_is_replaced_and_the_append_r
     assert verify_chain(recorder).intact
 
 
-def test_an_append_whose_prepared_statement_was_discarded_prepares_it_again(
-        ledgers: Ledgers) -> None:
+@pytest.mark.parametrize("lost", ["by the server", "by the recorder"])
+def test_an_append_prepares_its_statement_again_whichever_side_lost_it(ledgers: Ledgers,
+                                                                       lost: str) -> None:
+    # The server loses it to a pooler's reset (DISCARD ALL) or an operator's DEALLOCATE; the
+    # recorder loses its note of it to an interruption between the PREPARE's answer and it.
     app = ledgers()
     table, r = dealt_round(app)
     recorder = app.recorder
     assert isinstance(recorder, LedgerRecorder)
     (kept,) = recorder._appenders._idle
     assert kept in recorder._append._prepared  # appends go through libpq, prepared once
-    # What a pooler's reset (DISCARD ALL) or an operator's DEALLOCATE does to the session.
-    kept.execute("DEALLOCATE ALL")
+    if lost == "by the server":
+        kept.execute("DEALLOCATE ALL")
+    else:
+        recorder._append._prepared.discard(kept)
     stand_and_settle(app, r)
     assert app.round_state(r)["phase"] == "settled"
     assert recorder._appenders._idle == [kept]  # the same connection, prepared again
+    assert kept in recorder._append._prepared
     assert app.table(table)["rounds"] == 1
     assert verify_chain(recorder).intact
-
-
-def test_an_append_prepared_on_the_server_but_not_noted_goes_through(ledgers: Ledgers) -> None:
-    # What an interruption between the PREPARE's answer and its noting leaves behind.
-    app = ledgers()
-    _, r = dealt_round(app)
-    recorder = app.recorder
-    assert isinstance(recorder, LedgerRecorder)
-    (kept,) = recorder._appenders._idle
-    recorder._append._prepared.discard(kept)
-    stand_and_settle(app, r)
-    assert app.round_state(r)["phase"] == "settled"
-    assert recorder._appenders._idle == [kept]
-    assert kept in recorder._append._prepared
 
 
 @pytest.mark.parametrize("events", [1, 3000])
