@@ -106,6 +106,7 @@ VERSION_MAX = 10**9  # the highest event version a request may name
 ORDER_CACHE_SIZE = 64
 WORKING_SET_SIZE = 2000
 SHOES_CHECKED = 20  # the newest shoes a start looks among for a live one to open
+CHECK_TRIES = 3  # reads of a round the check makes while the round moves on under it
 
 _log = logging.getLogger("pitboss.ledger")
 
@@ -597,7 +598,20 @@ class GameLedger(Application[UUID]):
         Everything comes from the stored events, read once: the rules and limits the round
         was started under, then its facts. A record that does not replay is a finding."""
         with _replayed(f"round {round_id}") as findings:  # NotFound goes through
-            findings += self._round_findings(*self._round_events(round_id))
+            for _ in range(CHECK_TRIES):
+                events = self._round_events(round_id)
+                found = self._round_findings(*events)
+                # A request saves its round events, postings and receipt in one statement:
+                # postings read after the round's events are the same requests' unless the
+                # round moved on in between (its next request's postings), or were written
+                # around the ledger. Moved on: read it all again.
+                if not found or self._version(round_id) == events[-1].originator_version:
+                    break
+            else:
+                found.insert(0, f"round {round_id} moved on each of the {CHECK_TRIES} times it "
+                                "was read for this check: what follows may be its newest "
+                                "requests rather than a fault; check it again once it is still")
+            findings += found
         return findings
 
     def _round_findings(self, created: Any, *rest: Any) -> list[str]:

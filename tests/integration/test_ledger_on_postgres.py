@@ -7,6 +7,7 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from itertools import count
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -637,3 +638,54 @@ def test_a_play_appended_under_another_requests_id_is_a_finding_of_its_round_che
         f"{', '.join(f'v{v}' for v in [*dealt, version + 1])}: recorded under request 'd', "
         "whose receipt (deal by dealer) does not account for them (recorded as made by P1): "
         "written around the ledger (R-V2)")
+
+
+def _racing_check(ledgers: Callable[..., GameLedger], request: Callable[[GameLedger, UUID, int],
+                  Any]) -> tuple[GameLedger, UUID, list[str]]:
+    """An auditor's check of a played round that another process moves on with ``request``
+    (its n-th) just after each time the check has read the round's events."""
+    dealer = ledgers(randbelow=SteeredShuffle("TS TH 7D 9C 8C TD"))  # 19 and 18; 7, T
+    _, r = open_round(dealer)
+    dealer.stand("s1", "dealer", r, "P1", 1, 0)
+    dealer.stand("s2", "dealer", r, "P2", 2, 0)
+    dealer.play_dealer("pd", "dealer", r)
+    auditor = ledgers()
+    reads = count()
+    read = auditor._round_events
+
+    def read_then_move(round_id: UUID) -> list[Any]:
+        events = read(round_id)
+        request(dealer, round_id, next(reads))
+        return events
+
+    auditor._round_events = read_then_move  # type: ignore[method-assign]
+    return dealer, r, auditor.check_round(r)
+
+
+def test_a_round_settled_while_it_is_checked_is_read_again_not_a_finding(
+        ledgers: Callable[..., GameLedger]) -> None:
+    # Read before the settlement, its postings after: without a second reading, the
+    # settlement's postings looked like chips posted around the round.
+    def settle_once(dealer: GameLedger, r: UUID, n: int) -> None:
+        if n == 0:
+            dealer.settle("st", "dealer", r)
+
+    dealer, r, findings = _racing_check(ledgers, settle_once)
+    assert findings == []
+    assert dealer.round_state(r)["phase"] == "settled"
+
+
+def test_a_round_that_moves_on_at_every_reading_of_its_check_is_said_to(
+        ledgers: Callable[..., GameLedger]) -> None:
+    def ruling_each_time(dealer: GameLedger, r: UUID, n: int) -> None:
+        if n == 0:
+            dealer.settle("st", "dealer", r)
+        else:
+            dealer.record_ruling(f"ru{n}", "manager", r, "short paid", [1], {"P1": 5})
+
+    _, r, findings = _racing_check(ledgers, ruling_each_time)
+    assert findings[0] == (
+        f"round {r} moved on each of the 3 times it was read for this check: what follows may "
+        "be its newest requests rather than a fault; check it again once it is still")
+    assert len(findings) == 2
+    assert findings[1].startswith("the postings naming this round on P1's account move ")
