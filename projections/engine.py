@@ -35,6 +35,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.utils import Environment, strtobool
 from psycopg.errors import UndefinedTable
 from psycopg.sql import SQL, Identifier, Literal
+from psycopg_pool import ConnectionPool
 
 from ledger.aggregates.receipt import Receipt
 from ledger.application import GameLedger
@@ -83,7 +84,24 @@ def projections_datastore(env: Mapping[str, str]) -> tuple[PostgresDatastore, bo
     """The projections' own pool (``PROJECTIONS_POSTGRES_*`` first), and whether to create
     tables (``CREATE_TABLE``)."""
     factory = PostgresFactory(Environment("projections", merged_env(env)))
+    pool = factory.datastore.pool
+    if pool._check is not None:  # PROJECTIONS_POSTGRES_PRE_PING
+        pool._check = _purging_check(pool)
     return factory.datastore, factory.env_create_table()
+
+
+def _purging_check(pool: ConnectionPool[Any]) -> Callable[[Any], None]:
+    """The pool's ping before use, which on finding a connection dropped pings every idle one
+    at once (a database restart drops them all). The pool waits a second before its next try,
+    then two, four...: alone, it met each stale connection in turn, and the first read after
+    a restart took 3 seconds, or ran past its 5-second timeout."""
+    def check(conn: Any) -> None:
+        try:
+            ConnectionPool.check_connection(conn)
+        except Exception:
+            pool.check()  # those dropped are let go, and replaced
+            raise
+    return check
 
 
 def ledger_events_table(env: Mapping[str, str]) -> Identifier:
