@@ -157,9 +157,7 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
                                  Identifier(self.datastore.schema, self.events_table_name)),
                          (list(originator_ids),))
             rows = curs.fetchall()
-        stored = [StoredEvent(originator_id=r["originator_id"],
-                              originator_version=r["originator_version"], topic=r["topic"],
-                              state=bytes(r["state"])) for r in rows]
+        stored = [_stored(r) for r in rows]
         return [(UUID(str(s.originator_id)), s.originator_version) for s in stored
                 if self.signer.verify(s) is None]
 
@@ -808,8 +806,14 @@ def first_events(recorder: LedgerRecorder, originator_ids: Sequence[UUID]) -> li
                      f"{recorder.qualified_table} WHERE originator_id = ANY(%s) AND "
                      "originator_version = 1", (list(originator_ids),))
         rows = curs.fetchall()
-    return [StoredEvent(originator_id=r["originator_id"], originator_version=1,
-                        topic=r["topic"], state=bytes(r["state"])) for r in rows]
+    return [_stored(r) for r in rows]
+
+
+def _stored(row: dict[str, Any]) -> StoredEvent:
+    """A stored event as a row of the event (or snapshot) table holds it."""
+    return StoredEvent(originator_id=row["originator_id"],
+                       originator_version=row["originator_version"], topic=row["topic"],
+                       state=bytes(row["state"]))
 
 
 def chain_head(recorder: LedgerRecorder) -> tuple[int, str]:
