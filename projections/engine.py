@@ -85,6 +85,9 @@ def projections_datastore(env: Mapping[str, str]) -> tuple[PostgresDatastore, bo
     tables (``CREATE_TABLE``)."""
     factory = PostgresFactory(Environment("projections", merged_env(env)))
     pool = factory.datastore.pool
+    # The library builds the pool, and a pool takes its check only when built: set here on the
+    # pool's own attribute (psycopg-pool is pinned in pyproject.toml; a test restarts the
+    # database under it).
     if pool._check is not None:  # PROJECTIONS_POSTGRES_PRE_PING
         pool._check = _purging_check(pool)
     return factory.datastore, factory.env_create_table()

@@ -50,8 +50,9 @@ CHECK_PAGE_ROWS: Final = 500
 CHECK_FINDINGS_MAX: Final = 1000
 CHECK_BUDGET_S: Final = 5.0  # per request of the audit API, well inside gunicorn's timeout
 # The projections' own connection pool, unless PROJECTIONS_POSTGRES_POOL_SIZE etc. say otherwise.
-# Each connection is pinged before use: after the database restarts, a pool of stale
-# connections would otherwise fail one request each (reads and batches; no decision waits on it).
+# Each connection is pinged before use, and on finding one dropped the pool pings every idle one
+# (projections.engine): after the database restarts, a pool of stale connections would otherwise
+# fail one request each (reads and batches; no decision waits on it).
 POOL_DEFAULTS: Final = {"PROJECTIONS_POSTGRES_POOL_SIZE": "2",
                         "PROJECTIONS_POSTGRES_MAX_OVERFLOW": "4",
                         "PROJECTIONS_POSTGRES_PRE_PING": "y"}
