@@ -207,6 +207,7 @@ class GameLedger(Application[UUID]):
         """New rules for future rounds only (R-S1). ``limits`` replaces the table's limits,
         or, given as a mapping, changes the named ones over the limits the table has when
         the command runs (so two managers changing different limits keep both)."""
+        table_id = _uuid(table_id, "table")
         _check_reason(reason, "R-S1")
         changes = limits.to_dict() if isinstance(limits, TableLimits) else dict(limits)
         payload = {"table_id": str(table_id), "rules": rules.to_dict(), "limits": changes,
@@ -232,6 +233,7 @@ class GameLedger(Application[UUID]):
 
     def close_table(self, request_id: str, actor: str, table_id: UUID, reason: str) -> None:
         """Close a table between rounds; its shoe retires and is revealed (R-H2)."""
+        table_id = _uuid(table_id, "table")
         _check_reason(reason, "R-H2")
 
         def body() -> tuple[Result, list[Aggregate]]:
@@ -251,6 +253,8 @@ class GameLedger(Application[UUID]):
                   {"table_id": str(table_id), "reason": reason}, body)
 
     def reopen_table(self, request_id: str, actor: str, table_id: UUID) -> None:
+        table_id = _uuid(table_id, "table")
+
         def body() -> tuple[Result, list[Aggregate]]:
             table = self._get(Table, table_id, "table")
             if table.open:
@@ -264,6 +268,8 @@ class GameLedger(Application[UUID]):
     def start_round(self, request_id: str, actor: str, table_id: UUID) -> UUID:
         """A new round under the table's rules in force; a new shoe first if the cut card
         is out or the rules ask for another shoe (R-H4, R-S1)."""
+        table_id = _uuid(table_id, "table")
+
         def body() -> tuple[Result, list[Aggregate]]:
             table = self._get(Table, table_id, "table")
             if not table.open:
@@ -440,6 +446,7 @@ class GameLedger(Application[UUID]):
               payload: dict[str, Any],
               decide: Callable[[RoundMachine, _ShoeDraw], list[f.Fact]],
               expected: int | None) -> Result:
+        round_id = _uuid(round_id, "round")
         # The version seen is a precondition, not content: a repeat answers the same.
         round_key = str(round_id)
         payload = {"round_id": round_key, **payload}
@@ -504,6 +511,7 @@ class GameLedger(Application[UUID]):
     # ----------------------------------------------------------------- queries
 
     def table(self, table_id: UUID) -> dict[str, Any]:
+        table_id = _uuid(table_id, "table")
         with self._reading(Table, table_id, "table") as table:
             return table.summary()
 
@@ -511,6 +519,7 @@ class GameLedger(Application[UUID]):
                      limit: int = 50) -> dict[str, Any]:
         """A page of the table's round ids, newest first, ``limit`` at most, paged by round
         number: ``items``, and ``next_before`` to pass for the next page (None on the last)."""
+        table_id = _uuid(table_id, "table")
         limit = _page(limit)
         with self._reading(Table, table_id, "table") as table:
             count = table.round_count
@@ -521,6 +530,7 @@ class GameLedger(Application[UUID]):
 
     def round_state(self, round_id: UUID, version: int | None = None) -> dict[str, Any]:
         """The round as it stood after ``version`` (the latest when None)."""
+        round_id = _uuid(round_id, "round")
         if version is not None and (type(version) is not int or not 1 <= version <= VERSION_MAX):
             raise NotFound(f"A round's versions count from 1 (at most {VERSION_MAX}); there is "
                            f"no version {version}.", "R-V1", field="version")
@@ -549,12 +559,14 @@ class GameLedger(Application[UUID]):
     def round_events(self, round_id: UUID) -> list[dict[str, Any]]:
         """Every event of a round, with version, time and actor. A face-down card stays
         hidden until it is turned over or its shoe is retired (R-G2, R-H2)."""
+        round_id = _uuid(round_id, "round")
         events = self._round_events(round_id)
         secret = self._face_down_secrets(events)
         return [_describe(e, hide=e.originator_version in secret) for e in events]
 
     def replay(self, round_id: UUID) -> list[dict[str, Any]]:
         """Frame by frame: each event with the round's state right after it, in one pass."""
+        round_id = _uuid(round_id, "round")
         events = self._round_events(round_id)
         secret = self._face_down_secrets(events)
         frames = []
@@ -597,6 +609,7 @@ class GameLedger(Application[UUID]):
         """Re-run the rules over the recorded cards and decisions (R-S1): findings, if any.
         Everything comes from the stored events, read once: the rules and limits the round
         was started under, then its facts. A record that does not replay is a finding."""
+        round_id = _uuid(round_id, "round")
         with _replayed(f"round {round_id}") as findings:  # NotFound goes through
             for _ in range(CHECK_TRIES):
                 events = self._round_events(round_id)
@@ -708,6 +721,7 @@ class GameLedger(Application[UUID]):
             raise _no_account(player) from None
 
     def house(self, table_id: UUID) -> dict[str, Any]:
+        table_id = _uuid(table_id, "table")
         try:
             with self._reading(Account, ids.house_id(table_id), "house account") as account:
                 return account.summary()
@@ -728,6 +742,7 @@ class GameLedger(Application[UUID]):
     def house_entries(self, table_id: UUID, *, after: int = 0,
                       limit: int = 100) -> dict[str, Any]:
         """A page of the table's house account entries (its statement), as for a player's."""
+        table_id = _uuid(table_id, "table")
         house_id = ids.house_id(table_id)
         page = self._events_page(house_id, after, limit)
         if not page["items"] and not self._exists(house_id):
@@ -739,6 +754,7 @@ class GameLedger(Application[UUID]):
         """A page of the table's events in order, the first after version ``after``: who
         opened it, changed its rules (and why), started its shoes and rounds, closed and
         reopened it, and when; ``next_after`` as for :meth:`account_entries`."""
+        table_id = _uuid(table_id, "table")
         first = next(iter(self.events.get(table_id, limit=1)), None)
         if not isinstance(first, Table.Created):
             raise NotFound(f"There is no table {table_id}.", "R-V1")
@@ -756,12 +772,14 @@ class GameLedger(Application[UUID]):
 
     def shoe(self, shoe_id: UUID) -> dict[str, Any]:
         """Commitment and position; the order and salt only once retired (R-H2)."""
+        shoe_id = _uuid(shoe_id, "shoe")
         with self._reading(ShoeRecord, shoe_id, "shoe") as record:
             return record.public()
 
     def verify_shoe(self, shoe_id: UUID) -> list[str]:
         """For a retired shoe: the reveal matches the commitment, and every card dealt from
         the shoe was the next card of the revealed order (R-H2, R-H3). Findings, if any."""
+        shoe_id = _uuid(shoe_id, "shoe")
         with _replayed(f"shoe {shoe_id}") as findings:  # NotFound goes through
             findings += self._shoe_findings(shoe_id)
         return findings
@@ -1280,6 +1298,18 @@ _CANONICAL_JSON = ReusedEncoder(json.JSONEncoder(sort_keys=True, separators=(","
 def _fingerprint(command: str, actor: str, payload: dict[str, Any]) -> str:
     canonical = _CANONICAL_JSON.encode({"command": command, "actor": actor, "payload": payload})
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _uuid(value: UUID | str, what: str) -> UUID:
+    """An id as the ledger records it. Text in any form ``UUID()`` reads is taken (recorded
+    as text, a round id would not match the round's own, and the checks would report
+    chips posted around it); anything else names nothing."""
+    if type(value) is UUID:
+        return value
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return UUID(value)
+    raise NotFound(f"There is no {what} {value!r}.", "R-V1")
 
 
 def _check_request_id(request_id: str) -> None:

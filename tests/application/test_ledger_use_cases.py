@@ -551,6 +551,39 @@ def test_round_queries_refuse_the_id_of_something_else(make_ledger: MakeLedger) 
             query(desk.table)
 
 
+
+def test_an_id_given_as_text_is_the_id_and_anything_else_names_nothing(
+        make_ledger: MakeLedger) -> None:
+    # Recorded as given, a round id in text would not match the round's own: its postings
+    # would show as chips posted around the round.
+    desk = Desk(make_ledger(SteeredShuffle("TS TH TD 9S 7C 8D")))
+    app, r = desk.app, desk.round()
+    spellings = [str(r), str(r).upper(), r.hex, f"{{{r}}}"]
+    desk.do("place_stake", spellings[0], "P1", 1, 100)
+    desk.do("place_stake", spellings[1], "P2", 2, 50)
+    desk.do("deal", spellings[2])
+    desk.do("stand", spellings[3], "P1", 1, 0)
+    desk.do("stand", r, "P2", 2, 0)
+    desk.do("play_dealer", spellings[1])
+    desk.do("settle", spellings[2])
+    assert desk.money() == {"P1": (1100, 0), "P2": (950, 0)}
+    postings = [e for p in ("P1", "P2") for e in app.events.get(ids.account_id(p))
+                if isinstance(e, Account.Posted)]
+    assert len(postings) == 4
+    assert {type(e.round_id) for e in postings} == {UUID}
+    for spelling in spellings:
+        assert app.check_round(spelling) == []  # type: ignore[arg-type]
+        assert app.round_state(spelling)["phase"] == "settled"  # type: ignore[arg-type]
+    assert app.table(str(desk.table).upper())["name"] == "T1"  # type: ignore[arg-type]
+    before = app.recorder.max_notification_id()
+    for nothing in ("not-a-round", 5, None, r.bytes):
+        with pytest.raises(NotFound, match="There is no round") as refused:
+            desk.do("hit", nothing, "P1", 1, 0)
+        assert refused.value.rule == "R-V1"
+        with pytest.raises(NotFound, match="There is no round"):
+            app.check_round(nothing)  # type: ignore[arg-type]
+    assert app.recorder.max_notification_id() == before
+
 def test_a_tables_record_is_a_tables_only(make_ledger: MakeLedger) -> None:
     desk = Desk(make_ledger())
     app, r = desk.app, desk.round()
