@@ -161,10 +161,11 @@ class RoundIndexProjection(BatchProjection[RoundIndexView]):
                 _apply_fact(row, event.fact(), event.timestamp, item, changes)
         if changes.touched:
             curs.executemany(self._upsert, list(changes.touched.values()))
-        if changes.added:
-            curs.executemany(self._add_player, changes.added)
-        if changes.removed:
-            curs.executemany(self._remove_player, changes.removed)
+        added, removed = changes.players(rows)
+        if added:
+            curs.executemany(self._add_player, added)
+        if removed:
+            curs.executemany(self._remove_player, removed)
         if changes.tables:
             curs.executemany(self._upsert_table, changes.tables)
 
@@ -172,9 +173,21 @@ class RoundIndexProjection(BatchProjection[RoundIndexView]):
 class _Changes:
     def __init__(self) -> None:
         self.touched: dict[UUID, dict[str, Any]] = {}
-        self.added: list[tuple[str, datetime, UUID, UUID]] = []
-        self.removed: list[tuple[str, datetime, UUID]] = []
+        # Each round's players before the page changed them: a page writes where it leaves
+        # them, not each step (a withdrawal's removal would undo a stake placed after it).
+        self.players_before: dict[UUID, list[str]] = {}
         self.tables: list[tuple[UUID, str]] = []
+
+    def players(self, rows: dict[UUID, dict[str, Any]]) -> tuple[
+            list[tuple[str, datetime, UUID, UUID]], list[tuple[str, datetime, UUID]]]:
+        """The player rows to add and to remove."""
+        added, removed = [], []
+        for round_id, before in self.players_before.items():
+            row = rows[round_id]
+            key = (row["started_at"], round_id)
+            added += [(p, *key, row["table_id"]) for p in row["players"] if p not in before]
+            removed += [(p, *key) for p in before if p not in row["players"]]
+        return added, removed
 
 
 def _next(row: dict[str, Any] | None, item: Item) -> dict[str, Any]:
@@ -233,11 +246,8 @@ def _apply_fact(row: dict[str, Any], fact: f.Fact, at: datetime, item: Item,
 
 
 def _set_players(row: dict[str, Any], players: list[str], changes: _Changes) -> None:
-    new = list(dict.fromkeys(players))
-    key = (row["started_at"], row["round_id"])
-    changes.added += [(p, *key, row["table_id"]) for p in new if p not in row["players"]]
-    changes.removed += [(p, *key) for p in row["players"] if p not in new]
-    row["players"] = new
+    changes.players_before.setdefault(row["round_id"], row["players"])
+    row["players"] = list(dict.fromkeys(players))
 
 
 def _end(row: dict[str, Any], fact: f.RoundSettled | f.RoundVoided, at: datetime,

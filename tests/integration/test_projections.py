@@ -207,6 +207,36 @@ def test_a_bettor_who_withdrew_his_last_stake_is_no_player(env: Env, reads: Read
         casino.close()
 
 
+@pytest.mark.parametrize("batch_size", [1, 500])
+def test_a_bettor_who_withdrew_and_staked_again_is_a_player(env: Env, reads: ReadModels,
+                                                            batch_size: int) -> None:
+    # In one page, the removal of the withdrawal must not undo the addition of the stake
+    # placed after it (a catch-up, a rebuild): only where a page leaves a round counts.
+    casino = Casino.on(env, clock=Clock(T0))
+    try:
+        casino.fund("P1", "P2", "P3", "P4")
+        r = casino.do("start_round", casino.table("Main", CASINO))
+        casino.do("place_stake", r, "P1", 1, 100)
+        casino.do("place_stake", r, "P2", 2, 100)
+        casino.do("withdraw_stake", r, "P1", 1)
+        casino.do("place_stake", r, "P1", 3, 100)  # on another box
+        casino.do("place_stake", r, "P3", 1, 100)
+        casino.do("withdraw_stake", r, "P3", 1)
+        casino.do("place_stake", r, "P3", 1, 50)  # on the same box
+        casino.do("place_stake", r, "P4", 4, 100)
+        casino.do("withdraw_stake", r, "P4", 4)  # and no stake again
+        casino.do("deal", r)
+        with engine(env) as e:
+            e.catch_up(batch_size)
+        assert [row["players"] for row in reads.search_rounds()["items"]] == [
+            ["P3", "P2", "P1"]]  # dealt in, box by box
+        for player in ("P1", "P2", "P3"):
+            assert round_ids(reads.search_rounds(player=player)) == [r], player
+        assert reads.search_rounds(player="P4")["items"] == []
+    finally:
+        casino.close()
+
+
 def test_keyset_pages_visit_every_round_once_in_order(
         shared: tuple[Floor, ReadModels]) -> None:
     _, reads = shared
