@@ -128,6 +128,8 @@ class Casino:
                 self.do("place_stake", r, co_bettor, 1, 20)
                 if rng.random() < 0.4:
                     self.do("withdraw_stake", r, co_bettor, 1)
+                    if rng.random() < 0.5:  # and stakes again
+                        self.do("place_stake", r, co_bettor, 1, 30)
             except LedgerError:
                 pass  # one bettor per box (wild21), no stake on box 1, or short of chips
         if placed < 2 or rng.random() < void_rate:
