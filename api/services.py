@@ -69,7 +69,7 @@ class Services:
                     env = dict(self.env)
                     if not self._create_tables:
                         env["CREATE_TABLE"] = "n"
-                    self._read_models = ReadModels(env)
+                    self._read_models = ReadModels(env, cursor_secret=self.shoe_key())
         return self._read_models
 
     def close(self) -> None:

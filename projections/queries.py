@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -72,7 +75,11 @@ class QueryTooBroad(DecisionRefused):
 class ReadModels:
     """Queries over the projections' views; one pool, opened on first use."""
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], *, cursor_secret: bytes | None = None) -> None:
+        """``cursor_secret`` signs the cursors given out (the service passes its shoe key, so
+        that every worker takes the others' cursors, and a restart keeps them); without one,
+        a cursor holds for this object only."""
+        self._cursors = _Cursors(os.urandom(32) if cursor_secret is None else cursor_secret)
         self._datastore, create = projections_datastore(env)
         try:
             self._timeout_ms = statement_timeout_ms(env)
@@ -147,7 +154,7 @@ class ReadModels:
         if started_from is not None and started_to is not None and started_from >= started_to:
             raise QueryRefused("The start of a time range must come before its end.",
                                   field="started_to")
-        after = _decode_cursor(cursor, "rounds", _round_key) if cursor is not None else None
+        after = None if cursor is None else self._cursors.decode(cursor, "rounds", _round_key)
 
         r = SQL("r.")
         key = SQL("p.") if player is not None else r
@@ -194,7 +201,7 @@ class ReadModels:
         next_cursor = None
         if len(rows) > limit:
             last = page[-1]
-            next_cursor = _encode_cursor("rounds", [last["started_at"].isoformat(),
+            next_cursor = self._cursors.encode("rounds", [last["started_at"].isoformat(),
                                                     str(last["round_id"])])
         return {"items": [_round_json(row) for row in page], "next_cursor": next_cursor}
 
@@ -208,7 +215,8 @@ class ReadModels:
                                    or not 1 <= len(player) <= NAME_MAX_CHARS):
             raise QueryRefused(f"A player id is 1 to {NAME_MAX_CHARS} characters.",
                                   field="player")
-        after = _decode_cursor(cursor, "balances", _balance_key) if cursor is not None else None
+        after = None if cursor is None else self._cursors.decode(cursor, "balances",
+                                                                 _balance_key)
         where: list[Composable] = []
         params: list[Any] = []
         if player is not None:
@@ -228,7 +236,7 @@ class ReadModels:
         page = rows[:limit]
         next_cursor = None
         if len(rows) > limit:
-            next_cursor = _encode_cursor("balances", [page[-1]["owner"],
+            next_cursor = self._cursors.encode("balances", [page[-1]["owner"],
                                                       str(page[-1]["account_id"])])
         return {"items": [_balance_json(row) for row in page], "next_cursor": next_cursor}
 
@@ -236,7 +244,7 @@ class ReadModels:
         """Each table's house account, in table name order: its result is what the house has
         won (negative: lost)."""
         _check_limit(limit, HOUSE_PAGE_MAX, "tables")
-        after = _decode_cursor(cursor, "house", _balance_key) if cursor is not None else None
+        after = None if cursor is None else self._cursors.decode(cursor, "house", _balance_key)
         statement = SQL(
             "SELECT t.table_id, t.name, t.currency, t.house_account_id, a.available, a.version, "
             "a.last_notification_id FROM {} AS t LEFT JOIN {} AS a "
@@ -249,7 +257,8 @@ class ReadModels:
         page = rows[:limit]
         next_cursor = None
         if len(rows) > limit:
-            next_cursor = _encode_cursor("house", [page[-1]["name"], str(page[-1]["table_id"])])
+            next_cursor = self._cursors.encode("house", [page[-1]["name"],
+                                                          str(page[-1]["table_id"])])
         return {"items": [{"table_id": str(row["table_id"]), "table_name": row["name"],
                            "currency": row["currency"],
                            "house_account_id": str(row["house_account_id"]),
@@ -269,7 +278,8 @@ class ReadModels:
         part: Part | None = None
         before = 0
         if cursor is not None:
-            phase, after, before = _decode_cursor(cursor, "balance-check", _part_key, parts=3)
+            phase, after, before = self._cursors.decode(cursor, "balance-check", _part_key,
+                                                        parts=3)
             part = (phase, after)
         findings: list[str] = []
         accounts = events = 0
@@ -290,7 +300,7 @@ class ReadModels:
                         f"and {more} more findings in the part checked, not listed"]
         return {"ok": found == 0, "findings": findings, "findings_before": before,
                 "complete": part is None, "accounts_checked": accounts, "events_scanned": events,
-                "next_cursor": None if part is None else _encode_cursor(
+                "next_cursor": None if part is None else self._cursors.encode(
                     "balance-check", [*part, str(found)])}
 
     # ----------------------------------------------------------- table / day
@@ -383,30 +393,45 @@ def _check_limit(limit: int, maximum: int, what: str) -> None:
         raise QueryRefused(f"A page holds 1 to {maximum} {what}.", field="limit")
 
 
-def _encode_cursor(of: str, key: list[str]) -> str:
-    """Where the next page of the list ``of`` starts: the last row's key, tagged with it."""
-    raw = json.dumps([of, *key], separators=(",", ":"), ensure_ascii=False).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+class _Cursors:
+    """Where the next page of a list starts: the list's name and the last row's key, as JSON,
+    with an HMAC tag, in base64. A cursor this list did not give out, or one edited (a check
+    told to start past the end, or that it found nothing before), is refused."""
 
+    TAG_BYTES = 16
+    _CONTEXT = b"pitboss read model cursors v1"
 
-def _decode_cursor(cursor: str, of: str, parse: Callable[[list[str]], list[Any]],
-                   parts: int = 2) -> list[Any]:
-    refused = QueryRefused("The cursor is not one this list gave out; start again without it.",
-                              field="cursor")
-    if not isinstance(cursor, str) or not 1 <= len(cursor) <= CURSOR_MAX_CHARS:
-        raise refused
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        key = json.loads(raw)
-        if not isinstance(key, list) or len(key) != parts + 1 or key[0] != of \
-                or not all(isinstance(k, str) and k.isprintable() for k in key):
-            raise ValueError(key)
-        for k in key:
-            k.encode()  # a lone surrogate (from a \ud800 escape) is no text to look up
-        parsed: list[Any] = parse(key[1:])
-    except (ValueError, binascii.Error, UnicodeError):
-        raise refused from None
-    return parsed
+    def __init__(self, secret: bytes) -> None:
+        self._key = hmac.new(secret, self._CONTEXT, hashlib.sha256).digest()
+
+    def _tag(self, raw: bytes) -> bytes:
+        return hmac.new(self._key, raw, hashlib.sha256).digest()[:self.TAG_BYTES]
+
+    def encode(self, of: str, key: list[str]) -> str:
+        raw = json.dumps([of, *key], separators=(",", ":"), ensure_ascii=False).encode()
+        return base64.urlsafe_b64encode(raw + self._tag(raw)).decode().rstrip("=")
+
+    def decode(self, cursor: str, of: str, parse: Callable[[list[str]], list[Any]],
+               parts: int = 2) -> list[Any]:
+        refused = QueryRefused("The cursor is not one this list gave out; start again without "
+                               "it.", field="cursor")
+        if not isinstance(cursor, str) or not 1 <= len(cursor) <= CURSOR_MAX_CHARS:
+            raise refused
+        try:
+            signed = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+            raw, tag = signed[:-self.TAG_BYTES], signed[-self.TAG_BYTES:]
+            if len(signed) <= self.TAG_BYTES or not hmac.compare_digest(tag, self._tag(raw)):
+                raise ValueError("not signed here")
+            key = json.loads(raw)
+            if not isinstance(key, list) or len(key) != parts + 1 or key[0] != of \
+                    or not all(isinstance(k, str) and k.isprintable() for k in key):
+                raise ValueError(key)
+            for k in key:
+                k.encode()  # a lone surrogate (from a \ud800 escape) is no text to look up
+            parsed: list[Any] = parse(key[1:])
+        except (ValueError, binascii.Error, UnicodeError):
+            raise refused from None
+        return parsed
 
 
 def _round_key(key: list[str]) -> list[Any]:

@@ -109,6 +109,9 @@ def test_a_search_off_its_schema_is_422_naming_the_field(http, query, field):
     ("/audit/rounds", None),
     ("/audit/balances", ["balances", "a\ud800", "00000000-0000-0000-0000-000000000000"]),
     ("/audit/balances", ["balances", "a\u0000b", "00000000-0000-0000-0000-000000000000"]),
+    ("/audit/balances", ["balances", "zzzz", "00000000-0000-0000-0000-000000000000"]),
+    # Past the end: unsigned, it answered complete and ok, having checked nothing.
+    ("/audit/balances/check", ["balance-check", "openings", "9223372036854775807", "0"]),
 ])
 def test_a_cursor_it_did_not_give_out_is_refused_naming_the_cursor(http, path, key):
     import base64

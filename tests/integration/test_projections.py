@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -356,6 +358,39 @@ def test_the_balance_check_goes_in_parts_a_cursor_resumes(
     assert whole["next_cursor"] is None
     with pytest.raises(DecisionRefused, match="cursor"):
         reads.check_balances(floor.casino.ledger, cursor=reads.balances(limit=1)["next_cursor"])
+
+
+def test_a_cursor_edited_or_signed_elsewhere_is_refused_and_one_signed_alike_is_taken(
+        floor: Floor, env: Env) -> None:
+    # Unsigned, a balance check's cursor could be told to start past the end (complete, ok,
+    # nothing checked) or that the parts before found nothing.
+    ledger = floor.casino.ledger
+    with ReadModels(env, cursor_secret=b"k" * 32) as reads, \
+            ReadModels(env, cursor_secret=b"k" * 32) as alike, \
+            ReadModels(env, cursor_secret=b"j" * 32) as other:
+        cursor = reads.check_balances(ledger, budget_s=0)["next_cursor"]
+        assert cursor is not None
+        assert alike.check_balances(ledger, cursor=cursor)["complete"]  # another worker's
+        signed = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        raw, tag = signed[:-16], signed[-16:]
+        key = json.loads(raw)
+        assert key[0] == "balance-check"
+        edits = [["balance-check", "openings", str(2**63 - 1), key[3]],  # past the end
+                 [*key[:3], str(int(key[3]) + 7)]]  # findings before
+        for edited in edits:
+            for forged in (json.dumps(edited).encode(),
+                           json.dumps(edited, separators=(",", ":")).encode() + tag):
+                text = base64.urlsafe_b64encode(forged).decode().rstrip("=")
+                with pytest.raises(DecisionRefused, match="cursor"):
+                    reads.check_balances(ledger, cursor=text)
+        with pytest.raises(DecisionRefused, match="cursor"):
+            other.check_balances(ledger, cursor=cursor)
+        page = reads.balances(limit=1)["next_cursor"]
+        assert alike.balances(limit=1, cursor=page)["items"]
+        for refusing in (other, ReadModels(env)):
+            with pytest.raises(DecisionRefused, match="cursor"):
+                refusing.balances(limit=1, cursor=page)
+            refusing.close()
 
 
 def test_every_view_commits_whole_saves_only(env: Env) -> None:
