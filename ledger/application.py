@@ -76,6 +76,7 @@ from ledger.errors import (
     InsufficientChips,
     InvariantBroken,
     LedgerError,
+    NameRefused,
     NotFound,
     RequestIdReused,
     RoundInPlay,
@@ -178,8 +179,8 @@ class GameLedger(Application[UUID]):
     def open_table(self, request_id: str, actor: str, name: str, rules: RuleSet,
                    limits: TableLimits | None = None, currency: str = "EUR") -> UUID:
         """Open a table under a rule set and its limits (R-S1, R-X15)."""
-        _check_name("table name", name)
-        _check_new_name("table name", name)
+        _check_name("table name", name, "name")
+        _check_new_name("table name", name, "name")
         _check_currency(currency)
         _check_rule_set(rules)
         limits = limits or TableLimits()
@@ -305,8 +306,8 @@ class GameLedger(Application[UUID]):
 
     def open_account(self, request_id: str, actor: str, player: str,
                      currency: str = "EUR") -> UUID:
-        _check_name("player id", player)
-        _check_new_name("player id", player)
+        _check_name("player id", player, "player")
+        _check_new_name("player id", player, "player")
         _check_currency(currency)
         account_id = ids.account_id(player)
 
@@ -1319,21 +1320,21 @@ def _check_request_id(request_id: str) -> None:
                               "characters.", "R-M4")
 
 
-def _check_name(what: str, name: str) -> None:
+def _check_name(what: str, name: str, field: str | None = None) -> None:
     if not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX_CHARS \
             or not name.isprintable() or name != name.strip():
-        raise BetRefused(f"A {what} is 1 to {NAME_MAX_CHARS} printable characters without "
-                         "surrounding spaces.", "R-S1")
+        raise NameRefused(f"A {what} is 1 to {NAME_MAX_CHARS} printable characters without "
+                          "surrounding spaces.", "R-S1", field=field)
 
 
-def _check_new_name(what: str, name: str) -> None:
+def _check_new_name(what: str, name: str, field: str) -> None:
     """A name given to something new is written one way only (Unicode NFC) and starts with a
     character of its own: ids are made from names, and "Café" written two ways would name
     two tables that look the same. (Checked where names are given, not where they are used:
     a name recorded before stays usable.)"""
     if unicodedata.normalize("NFC", name) != name or unicodedata.combining(name[0]):
-        raise BetRefused(f"A {what} is written in composed form (Unicode NFC) and does not "
-                         "start with an accent.", "R-S1")
+        raise NameRefused(f"A {what} is written in composed form (Unicode NFC) and does not "
+                          "start with an accent.", "R-S1", field=field)
 
 
 def _check_rule_set(rules: RuleSet) -> None:

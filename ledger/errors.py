@@ -37,6 +37,11 @@ class BetRefused(LedgerError):
     """A stake breaks a table limit or a betting rule (R-C8, R-X14, R-M1)."""
 
 
+class NameRefused(LedgerError):
+    """A name given (a table's, a player's, an actor's) is not one the ledger keeps names as
+    (R-S1); names the field where the name was given in one."""
+
+
 class DealRefused(LedgerError):
     """Betting cannot close and the cards cannot be dealt (R-C8, R-H4)."""
 

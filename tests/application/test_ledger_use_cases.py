@@ -29,6 +29,7 @@ from ledger.errors import (
     DecisionRefused,
     InsufficientChips,
     LedgerError,
+    NameRefused,
     NotFound,
     NotYourTurn,
     RequestIdReused,
@@ -372,8 +373,11 @@ def test_a_rounds_events_never_go_back_in_time_when_the_clock_does() -> None:
 def test_a_new_name_is_written_one_way_only(make_ledger: MakeLedger, name: str) -> None:
     # Written composed and decomposed, "Café 1" would open two tables that look the same.
     app = Desk(make_ledger()).app
-    unchanged(app, lambda: app.open_table("o", "boss", name, CASINO), BetRefused, "R-S1")
-    unchanged(app, lambda: app.open_account("a", "cashier", name), BetRefused, "R-S1")
+    refused = unchanged(app, lambda: app.open_table("o", "boss", name, CASINO), NameRefused,
+                        "R-S1")
+    assert refused.field == "name"
+    refused = unchanged(app, lambda: app.open_account("a", "cashier", name), NameRefused, "R-S1")
+    assert refused.field == "player"
     app.open_table("o", "boss", "Caf\u00e9 1", CASINO)
 
 

@@ -542,3 +542,14 @@ def valid_requests(spec: dict[str, Any]) -> dict[tuple[str, str], Request]:
                         if name in schema.get("required", ())}
             requests[method, path] = (body, query or None)
     return requests
+
+
+@pytest.mark.parametrize(("path", "body", "role", "field"), [
+    ("/tables", {"name": "Cafe\u0301 X", "preset": "casino"}, "dealer", "name"),
+    ("/tables", {"name": "\u0301 X", "preset": "casino"}, "dealer", "name"),
+])
+def test_a_name_written_another_way_is_refused_naming_the_field(http, path, body, role, field):
+    # "Café" written decomposed would open a second table that looks like the first.
+    answer = problem_of(http.post(path, body, role=role), 422)
+    assert (answer["error"], answer["rule"]) == ("NameRefused", "R-S1")
+    assert "composed form" in answer["errors"][field][0]
