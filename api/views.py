@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import flask
 import flask_smorest
 from marshmallow import Schema
-from webargs.core import is_json, missing
+from webargs.core import missing
 from webargs.flaskparser import FlaskParser, abort
 from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -22,8 +22,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Parser(FlaskParser):
-    """webargs' parser, stricter about bodies. A body is JSON (415 for any other content
-    type: webargs would read it as no body at all), whole (413 for a body sent in chunks that
+    """webargs' parser, stricter about bodies. A body is JSON in UTF-8, uncompressed (415 for
+    any other content type, charset or coding: webargs would read another type as no body
+    at all, and the others as UTF-8 JSON all the same), whole (413 for a body sent in chunks that
     reaches the size cap: werkzeug would cut it there), and names each member once (400: a
     proxy keeping the first of two would see another request). A 400, not webargs' 500, for
     JSON nested past the recursion limit or an integer of more digits than Python converts."""
@@ -36,9 +37,14 @@ class Parser(FlaskParser):
         if cap is not None and req.content_length is None and len(data) >= cap \
                 and (len(data) > cap or req.environ["wsgi.input"].read(1)):
             raise RequestEntityTooLarge()  # a byte past the cap: more than werkzeug read
-        if not is_json(req.mimetype):
+        if req.mimetype != "application/json" \
+                or req.mimetype_params.get("charset", "utf-8").lower() != "utf-8":
             abort(415, messages={"Content-Type": [
-                "A request body is JSON: send it with Content-Type: application/json."]})
+                "A request body is JSON in UTF-8: send it with Content-Type: "
+                "application/json."]})
+        if req.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
+            abort(415, messages={"Content-Encoding": [
+                "A request body is sent uncompressed: send it without Content-Encoding."]})
         try:
             return json.loads(data.decode(), object_pairs_hook=_members_once)
         except RecursionError:

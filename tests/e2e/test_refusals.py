@@ -202,8 +202,12 @@ def test_a_body_naming_a_member_twice_is_400_and_moves_nothing(desk):
     assert available(desk) == before
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", None,
-                                          "application/x-www-form-urlencoded"])
+@pytest.mark.parametrize("content_type", [
+    "text/plain", None, "application/x-www-form-urlencoded",
+    # JSON of another kind, or in a charset other than the UTF-8 it is read as
+    "application/problem+json", "application/json-patch+json",
+    "application/json; charset=utf-16", "application/json; charset=latin-1",
+])
 def test_a_body_not_sent_as_json_is_415_and_moves_nothing(desk, content_type):
     before = available(desk)
     response = cashier_post(desk, "/accounts/P1/buy-in", '{"amount": 5}', content_type)
@@ -218,6 +222,24 @@ def test_a_body_not_sent_as_json_is_415_and_moves_nothing(desk, content_type):
                                  headers={"Authorization": f"Bearer {KEYS['dealer']}",
                                           "Idempotency-Key": "deal-raw"})
     problem_of(deal, 415)
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=UTF-8",
+                                          "application/json;charset=utf-8", "Application/JSON"])
+def test_a_json_body_in_utf_8_said_any_way_is_read(desk, content_type):
+    before = available(desk)
+    desk.http.ok(cashier_post(desk, "/accounts/P1/buy-in", '{"amount": 5}', content_type))
+    assert available(desk) == before + 5
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br", "identity, gzip"])
+def test_a_compressed_body_is_415_and_moves_nothing(desk, encoding):
+    # Read as it came, a body said to be compressed that is not would be taken all the same.
+    before = available(desk)
+    response = cashier_post(desk, "/accounts/P1/buy-in", '{"amount": 5}', "application/json",
+                            headers={"Content-Encoding": encoding})
+    assert "Content-Encoding" in problem_of(response, 415)["errors"]
+    assert available(desk) == before
 
 
 @pytest.mark.parametrize(("body", "field"), [
