@@ -201,8 +201,8 @@ class ReadModels:
         next_cursor = None
         if len(rows) > limit:
             last = page[-1]
-            next_cursor = self._cursors.encode("rounds", [last["started_at"].isoformat(),
-                                                    str(last["round_id"])])
+            next_cursor = self._cursors.encode(
+                "rounds", [last["started_at"].isoformat(), str(last["round_id"])])
         return {"items": [_round_json(row) for row in page], "next_cursor": next_cursor}
 
     # ---------------------------------------------------------------- balances
@@ -236,8 +236,8 @@ class ReadModels:
         page = rows[:limit]
         next_cursor = None
         if len(rows) > limit:
-            next_cursor = self._cursors.encode("balances", [page[-1]["owner"],
-                                                      str(page[-1]["account_id"])])
+            next_cursor = self._cursors.encode(
+                "balances", [page[-1]["owner"], str(page[-1]["account_id"])])
         return {"items": [_balance_json(row) for row in page], "next_cursor": next_cursor}
 
     def house_results(self, *, limit: int = 100, cursor: str | None = None) -> dict[str, Any]:
@@ -257,8 +257,8 @@ class ReadModels:
         page = rows[:limit]
         next_cursor = None
         if len(rows) > limit:
-            next_cursor = self._cursors.encode("house", [page[-1]["name"],
-                                                          str(page[-1]["table_id"])])
+            next_cursor = self._cursors.encode(
+                "house", [page[-1]["name"], str(page[-1]["table_id"])])
         return {"items": [{"table_id": str(row["table_id"]), "table_name": row["name"],
                            "currency": row["currency"],
                            "house_account_id": str(row["house_account_id"]),
