@@ -67,6 +67,10 @@ _LIMIT_VARIABLES: Final = {
     "pool_conn_max_age_s": ("POSTGRES_CONN_MAX_AGE", 1),
 }
 _LIMITS_MAX: Final = 100_000
+# Yes/no settings read by the eventsourcing library, and the words its strtobool takes.
+_SWITCH_VARIABLES: Final = ("CREATE_TABLE", "PROJECTIONS_POSTGRES_PRE_PING")
+_SWITCH_WORDS: Final = frozenset({"y", "yes", "t", "true", "on", "1",
+                                  "n", "no", "f", "false", "off", "0"})
 
 
 class DatabaseSetupError(Exception):
@@ -309,6 +313,16 @@ def _limits_from(environ: Mapping[str, str]) -> dict[str, Any]:
     return limits
 
 
+def _check_switches(environ: Mapping[str, str]) -> None:
+    """The yes/no settings the eventsourcing library reads, checked here with a sentence: the
+    library would stop the start with a traceback."""
+    for variable in _SWITCH_VARIABLES:
+        text = environ.get(variable, "")
+        if text and text.lower() not in _SWITCH_WORDS:  # the library reads it unstripped
+            raise DatabaseConfigError(f"{variable} is yes or no (y, n, true, false, 1, 0), "
+                                      f"not {text!r}")
+
+
 def external_database_configured(environ: Mapping[str, str]) -> bool:
     """True when ``DATABASE_URL`` or any ``POSTGRES_*`` connection variable is set."""
     return bool(environ.get("DATABASE_URL", "").strip()) or any(
@@ -324,6 +338,7 @@ def resolve_database(
 
     ``data_dir`` overrides ``PITBOSS_DATA_DIR`` for the embedded server.
     """
+    _check_switches(environ)
     url = environ.get("DATABASE_URL", "").strip()
     if url:
         settings = parse_database_url(url)

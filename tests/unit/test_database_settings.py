@@ -184,6 +184,16 @@ def test_a_limit_of_zero_meaning_unlimited_is_refused(variable):
         resolve_database(environ)
 
 
+@pytest.mark.parametrize("variable", ["CREATE_TABLE", "PROJECTIONS_POSTGRES_PRE_PING"])
+def test_a_yes_or_no_setting_is_refused_with_a_sentence_unless_yes_or_no(variable):
+    # The eventsourcing library would stop the start with a traceback of its own.
+    environ = {"DATABASE_URL": "postgresql://bob@db.example/a", variable: "maybe"}
+    with pytest.raises(DatabaseConfigError, match=f"{variable} is yes or no.*'maybe'"):
+        resolve_database(environ)
+    for word in ("n", "No", "TRUE", "1", ""):
+        resolve_database({**environ, variable: word})
+
+
 def test_resolving_logs_the_masked_url(caplog):
     with caplog.at_level(logging.INFO, logger="pitboss.database"):
         resolve_database({"DATABASE_URL": "postgresql://bob:s3cret@db.example/ledger"})
