@@ -24,7 +24,7 @@ from eventsourcing.persistence import OperationalError as PersistenceOperational
 from eventsourcing.persistence import ProgrammingError as PersistenceProgrammingError
 
 from api.app import ledger_env
-from api.auth import ROLES, KeyConfigError, append_key, read_keys, remove_keys
+from api.auth import ROLES, KeyConfigError, append_key, keyring_from, read_keys, remove_keys
 from api.client import ApiError, Client
 from api.database import (
     DEFAULT_DATA_DIR,
@@ -147,7 +147,8 @@ def serve(host: str, port: int, workers: int, threads: int, config_file: Path | 
 
 
 def prepare_service() -> tuple[DatabaseSettings, int]:
-    """What gunicorn's workers must find ready: the database, the shoe key, the tables.
+    """What gunicorn's workers must find ready: the API keys, the database, the shoe key,
+    the tables.
     Returns the settings and the ledger's last notification id (0 for an empty store).
 
     Done once, here, so the embedded server starts once and not in every worker, a missing
@@ -156,10 +157,12 @@ def prepare_service() -> tuple[DatabaseSettings, int]:
     of deploy/gunicorn.conf.py.
     """
     try:
+        # The keys first: a worker that cannot read them would die after "serving on".
+        keyring_from(os.environ, default_keys_file(os.environ))
         settings = resolve_database(os.environ)
         check_database(settings, timeout_s=settings.connect_timeout_s)
         head = prepare_store(ledger_env(settings, os.environ), load_shoe_key(os.environ))
-    except (DatabaseSetupError, ShoeKeyError) as exc:
+    except (KeyConfigError, DatabaseSetupError, ShoeKeyError) as exc:
         raise click.ClickException(str(exc)) from exc
     os.environ["PITBOSS_CREATE_TABLES"] = "no"
     return settings, head

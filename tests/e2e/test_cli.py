@@ -217,6 +217,18 @@ def test_serve_refuses_to_start_without_a_shoe_key_for_an_external_database(
     assert "no shoe key" in result.output
 
 
+@pytest.mark.parametrize("keys", ["not json", '[{"name": "ann", "role": "croupier"}]'])
+def test_serve_refuses_to_start_with_keys_it_cannot_read(database, monkeypatch, keys):
+    # Found by the workers instead, after "serving on", each dying with a traceback.
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("PITBOSS_KEYS", keys)
+    monkeypatch.setattr("api.cli.os.execv", _must_not_start)
+    result = CliRunner().invoke(main, ["serve"])
+    assert result.exit_code == 1
+    assert "PITBOSS_KEYS" in result.output
+    assert "serving on" not in result.output
+
+
 def test_serve_refuses_to_start_with_a_key_that_does_not_open_the_live_shoe(
         postgres_env, database, monkeypatch):
     env = postgres_env()
