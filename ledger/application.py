@@ -554,7 +554,7 @@ class GameLedger(Application[UUID]):
             raise NotFound(f"There is no round {round_id}.", "R-V1")
         if round_.version != version:  # the store gives the latest when asked past it
             raise NotFound(f"Round {round_id} has no version {version}: it is at version "
-                           f"{round_.version}.", "R-V1")
+                           f"{round_.version}.", "R-V1", field="version")
         return _round_view(round_)
 
     def round_events(self, round_id: UUID) -> list[dict[str, Any]]:
