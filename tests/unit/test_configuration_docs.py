@@ -1,0 +1,25 @@
+"""The configuration the README documents is the configuration deploy/env.example lists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _readme_variables() -> set[str]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Configuration"):]
+    section = section[:section.index("\n## ", 1)]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    return {name for row in rows for name in re.findall(r"`([A-Z][A-Z0-9_]+)`",
+                                                         row.split("|")[1])}
+
+
+def test_env_example_lists_every_variable_of_the_readme() -> None:
+    listed = set(re.findall(r"^# ?([A-Z][A-Z0-9_]+)=", (ROOT / "deploy" / "env.example")
+                            .read_text(), flags=re.MULTILINE))
+    documented = _readme_variables()
+    assert len(documented) > 20
+    assert documented - listed == set()
