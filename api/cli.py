@@ -72,13 +72,22 @@ _OPERATOR_ERRORS = (DatabaseSetupError, ShoeKeyError, KeyConfigError, Projection
                     ApiError, SimulationError, OSError, *_DATABASE_ERRORS)
 # Of the database's refusals of a statement, those of a database not prepared for this
 # command: no such table or schema (yet), no right to it. Any other is a defect.
-_UNPREPARED_SQLSTATES = frozenset({"42P01", "3F000", "42501"})
+_NO_RIGHT = "42501"  # insufficient_privilege
+_UNPREPARED_SQLSTATES = frozenset({"42P01", "3F000", _NO_RIGHT})
+
+
+def _no_create_table() -> bool:
+    return os.environ.get("CREATE_TABLE", "").lower() in {"n", "no", "f", "false", "off", "0"}
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
+    return getattr(cause, "sqlstate", None)
 
 
 def _operator_can_mend(exc: BaseException) -> bool:
     if isinstance(exc, (PersistenceProgrammingError, psycopg.ProgrammingError)):
-        cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
-        return getattr(cause, "sqlstate", None) in _UNPREPARED_SQLSTATES
+        return _sqlstate(exc) in _UNPREPARED_SQLSTATES
     return isinstance(exc, _OPERATOR_ERRORS)
 
 
@@ -93,6 +102,10 @@ class _Commands(click.Group):
             first_line = (str(exc).strip() or type(exc).__name__).splitlines()[0]
             if isinstance(exc, _DATABASE_ERRORS):
                 first_line = f"database error: {first_line}"
+                if _sqlstate(exc) == _NO_RIGHT and not _no_create_table():
+                    first_line += (" (a role that may not create tables, such as the service "
+                                   "role, runs with CREATE_TABLE=n: see Database roles in the "
+                                   "README)")
             raise click.ClickException(first_line) from exc
 
 

@@ -16,9 +16,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 from eventsourcing.persistence import ProgrammingError as PersistenceProgrammingError
 
 from api.app import ledger_env
+from api.cli import main
 from api.database import DatabaseSettings
 from api.services import prepare_store
 from ledger.application import GameLedger
@@ -70,6 +72,10 @@ def roles(database: DatabaseSettings, postgres_env: Any) -> Iterator[tuple[Env, 
         for role in names.values():
             conn.execute(f"DROP OWNED BY {role}")
             conn.execute(f"DROP ROLE {role}")
+
+
+def _must_not_start(*_: object) -> None:
+    raise AssertionError("serve went on to start gunicorn")
 
 
 def as_role(database: DatabaseSettings, role: str) -> psycopg.Connection[Any]:
@@ -156,5 +162,15 @@ def test_the_service_role_starts_the_service_on_the_owners_tables_with_create_ta
     # As the tables' owner may: replacing the insert function is refused to anyone else.
     with pytest.raises(PersistenceProgrammingError):
         prepare_store(ledger_env(service, environ), ShoeSealer.new_key())
+    # Started so, the service says what it lacks and where the README tells what to do.
+    monkeypatch.setenv("DATABASE_URL", service.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
+    monkeypatch.setenv("PITBOSS_SHOE_KEY", ShoeSealer.new_key().hex())
+    monkeypatch.delenv("CREATE_TABLE", raising=False)
+    monkeypatch.setattr("api.cli.os.execv", _must_not_start)
+    result = CliRunner().invoke(main, ["serve"])
+    assert result.exit_code == 1
+    assert "permission denied" in result.output
+    assert "runs with CREATE_TABLE=n: see Database roles in the README" in result.output
     monkeypatch.setenv("CREATE_TABLE", "n")  # as README's Database roles says to start it
     assert prepare_store(ledger_env(service, environ), ShoeSealer.new_key()) == 0
