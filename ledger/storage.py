@@ -13,8 +13,8 @@ guarantees added when it creates its table:
   listeners, chains and inserts every row of the save, in a single autocommitted
   statement. The lock keeps the library's guarantee (ids commit in the order they
   are issued, so a reader paging by id never passes over a late row) which the
-  library's own database function drops by not locking (EVENTSOURCING.md,
-  ``POSTGRES_ENABLE_DB_FUNCTIONS``). The function runs with its owner's rights
+  library's own database function drops by not locking (its
+  ``POSTGRES_ENABLE_DB_FUNCTIONS``, never enabled here). The function runs with its owner's rights
   (``SECURITY DEFINER``): the service role needs ``EXECUTE`` on it and ``SELECT``
   on the table, and no ``INSERT`` at all (``deploy/postgres-roles.sql``), so no
   row can reach the table around the lock or the chain.
