@@ -281,7 +281,10 @@ def figures(samples: Samples) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="A quick look (seconds): --seconds 0.5 --terminals 1 --workers 1 --threads 2 "
+               "--replays 2 --slices 1")
     parser.add_argument("--seconds", type=float, default=10.0,
                         help="timed seconds per concurrency level and side")
     parser.add_argument("--terminals", type=int, nargs="+", default=[1, 4, 16])
@@ -309,7 +312,7 @@ def report(db: Database, args: argparse.Namespace, folder: str) -> None:
     one_http_ms = one_direct_ms = 0.0
     try:
         with server(db, args.workers, args.threads, folder) as srv:
-            out(f"(a) player decisions, {args.seconds:.0f} s per level and side, "
+            out(f"(a) player decisions, {args.seconds:g} s per level and side, "
                 f"{PLAYERS_PER_TABLE} basic-strategy players per table")
             out(f"    {'terminals':>9}  {'side':<6} {'decisions/s':>11} {'p50 ms':>8} "
                 f"{'p99 ms':>8} {'mean ms':>8} {'rounds':>7}   http/direct (time per decision)")

@@ -81,9 +81,12 @@ def run(preset: str, rounds: int, progress: bool) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=100_000)
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="casino")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     epilog="A quick look (a second): --rounds 200 --quiet")
+    parser.add_argument("--rounds", type=int, default=100_000,
+                        help="rounds played [default: %(default)s]")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="casino",
+                        help="the rules played [default: %(default)s]")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args()
     r = run(args.preset, args.rounds, not args.quiet)

@@ -648,7 +648,10 @@ def what_if(db: Database, raw: RawInserts, args: argparse.Namespace, per_round: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="A quick look (seconds): --rounds 4 --inserts 20 --warmup 1 --replays 2 "
+               "--profile-rounds 2 --write-path 10 --what-if 2 --idle-gap 5")
     parser.add_argument("--rounds", type=int, default=300, help="timed rounds for (b) and (c)")
     parser.add_argument("--inserts", type=int, default=3000,
                         help="raw INSERT transactions in each (a) measurement: before, "

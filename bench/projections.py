@@ -526,15 +526,31 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--sample-rounds", type=int, default=90)
-    parser.add_argument("--batch", type=int, default=1000)
-    parser.add_argument("--stock-seconds", type=float, default=10.0)
-    parser.add_argument("--lag-seconds", type=float, default=20.0)
-    parser.add_argument("--writers", type=int, default=2)
-    parser.add_argument("--search-rounds", type=int, default=2_000_000)
-    parser.add_argument("--no-check", dest="check", action="store_false")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="A quick look (seconds): --events 3000 --sample-rounds 5 --stock-seconds 1 "
+               "--lag-seconds 1 --writers 1 --search-rounds 2000")
+    parser.add_argument("--events", type=int, default=1_000_000,
+                        help="events in the stored log the projections catch up over "
+                             "[default: %(default)s]")
+    parser.add_argument("--sample-rounds", type=int, default=90,
+                        help="rounds played through the ledger, then copied to fill the log "
+                             "[default: %(default)s]")
+    parser.add_argument("--batch", type=int, default=1000,
+                        help="events per transaction [default: %(default)s]")
+    parser.add_argument("--stock-seconds", type=float, default=10.0,
+                        help="seconds of the library's one-event-at-a-time runner "
+                             "[default: %(default)s]")
+    parser.add_argument("--lag-seconds", type=float, default=20.0,
+                        help="seconds of writing flat out while the lag is sampled "
+                             "[default: %(default)s]")
+    parser.add_argument("--writers", type=int, default=2,
+                        help="writer processes during the lag measurement [default: %(default)s]")
+    parser.add_argument("--search-rounds", type=int, default=2_000_000,
+                        help="synthetic rounds in the round index searched (0: no searches) "
+                             "[default: %(default)s]")
+    parser.add_argument("--no-check", dest="check", action="store_false",
+                        help="skip the balance check")
     run(parser.parse_args())
 
 
