@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,6 @@ from api.simulate import Keys, SimulationError, TablePlay
 from ledger.application import GameLedger
 from ledger.errors import InvariantBroken, LedgerError
 from ledger.storage import (
-    CHAIN_PAGE_ROWS,
     HEAD_PATTERN,
     LedgerRecorder,
     chain_head,
@@ -350,6 +349,35 @@ def keys_revoke(name: tuple[str, ...], keys_file: Path | None) -> None:
 # --- simulate and replay ---------------------------------------------------------------------
 
 
+@contextmanager
+def _progress(length: int, label: str, *, shown: bool = True) -> Iterator[Callable[[int], None]]:
+    """Progress on stderr, told how far the work has reached (as often as it likes: it is
+    drawn a thousandth at a time): a bar on a terminal; elsewhere (a log, a pipe), where a bar
+    shows nothing until the end, a line at each tenth."""
+    if not shown:
+        yield lambda _: None
+        return
+    step = max(1, length // 1000)
+    if sys.stderr.isatty():
+        with click.progressbar(length=length, label=label, file=sys.stderr) as bar:
+            def to_bar(reached: int) -> None:
+                if reached - bar.pos >= step or reached >= length > bar.pos:
+                    bar.update(min(reached, length) - bar.pos)
+            yield to_bar
+            bar.render_progress()  # the last update may not have been drawn
+        return
+    tenths = [0]
+
+    def to_lines(reached: int) -> None:
+        tenth = 10 if length <= 0 else min(10, reached * 10 // length)
+        if tenth > tenths[0]:
+            tenths[0] = tenth
+            click.echo(f"{label}: {min(reached, length):,} of {length:,} ({tenth * 10}%)",
+                       err=True)
+    click.echo(f"{label}: 0 of {length:,}", err=True)
+    yield to_lines
+
+
 def _api_url(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
     if value is not None:
         try:
@@ -409,16 +437,12 @@ def run_simulation(url: str, api_keys: list[str], *, tables: int, rounds: int, p
     threads = [threading.Thread(target=play, args=(t,), daemon=True) for t in terminals]
     for thread in threads:
         thread.start()
-    total = tables * rounds
     label = f"{preset}: {tables} table(s) x {rounds} rounds"
-    with click.progressbar(length=total, label=label, file=sys.stderr if progress else None,
-                           hidden=not progress) as bar:
-        shown = 0
+    with _progress(tables * rounds, label, shown=progress) as reached:
         while any(t.is_alive() for t in threads):
             time.sleep(0.1)
-            bar.update(done[0] - shown)
-            shown = done[0]
-        bar.update(done[0] - shown)
+            reached(done[0])
+        reached(done[0])
     if errors:
         raise errors[0]
     return terminals
@@ -498,19 +522,10 @@ def chain(expected_head: str | None, expected_at: int | None) -> None:
         if not isinstance(recorder, LedgerRecorder):
             raise click.ClickException("the ledger does not store in PostgreSQL")
         last_id, _ = chain_head(recorder)
-        with click.progressbar(length=last_id, label="walking the chain",
-                               file=sys.stderr) as bar:
-            shown = 0
-
-            def on_row(notification_id: int) -> None:
-                nonlocal shown
-                if notification_id - shown >= CHAIN_PAGE_ROWS:
-                    bar.update(notification_id - shown)
-                    shown = notification_id
-
+        with _progress(last_id, "walking the chain") as reached:
             report = verify_chain(recorder, expected_head=expected_head,
-                                  expected_at=expected_at, on_row=on_row)
-            bar.update(max(last_id - shown, 0))
+                                  expected_at=expected_at, on_row=reached)
+            reached(last_id)
     click.echo(f"{report.rows:,} events checked, up to notification "
                f"{report.head_notification_id}; head {report.head}")
     for warning in report.warnings:

@@ -276,6 +276,11 @@ def test_simulate_plays_rounds_to_their_settlement_through_the_api(served, prese
     assert result.exit_code == 0, result.output
     line = result.stdout.strip().splitlines()[-1]
     assert ": 3 rounds, last " in line
+    # Off a terminal, progress comes in lines (a bar would show nothing until the end).
+    label = f"{preset}: 1 table(s) x 3 rounds"
+    lines = result.stderr.splitlines()
+    assert (lines[0], lines[-1]) == (f"{label}: 0 of 3", f"{label}: 3 of 3 (100%)")
+    assert lines == sorted(set(lines), key=lines.index)  # each once, in order
     round_id = line.rsplit(" ", 1)[-1]
     http = Http(app.test_client())
     state = http.ok(http.get(f"/rounds/{round_id}"))
@@ -343,6 +348,8 @@ def test_the_chain_command_walks_the_database_and_fails_on_another_head(
     monkeypatch.setenv("POSTGRES_SCHEMA", app.extensions["pitboss"].env["POSTGRES_SCHEMA"])
     result = CliRunner().invoke(main, ["chain", "--expected-head", head["head"]])
     assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[-1] == (f"walking the chain: {head['notification_id']:,} "
+                                              f"of {head['notification_id']:,} (100%)")
     assert f"up to notification {head['notification_id']}; head {head['head']}" in result.stdout
     assert "intact: the head is the one kept outside" in result.stdout
     other = "0" * 64
