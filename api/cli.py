@@ -230,10 +230,10 @@ def db_stop(data_dir: Path) -> None:
 @main.command()
 @click.option("--batch-size", default=BATCH_SIZE_DEFAULT, show_default=True,
               type=click.IntRange(1, BATCH_SIZE_MAX), envvar="PITBOSS_PROJECTION_BATCH_SIZE",
-              help="events applied per transaction")
+              show_envvar=True, help="events applied per transaction")
 @click.option("--poll-interval", "poll_interval_s", default=1.0, show_default=True,
               type=click.FloatRange(POLL_INTERVAL_MIN_S, POLL_INTERVAL_MAX_S),
-              envvar="PITBOSS_PROJECTION_POLL_INTERVAL_S",
+              envvar="PITBOSS_PROJECTION_POLL_INTERVAL_S", show_envvar=True,
               help="seconds between looks when idle (a NOTIFY wakes it sooner)")
 def project(batch_size: int, poll_interval_s: float) -> None:
     """Run the projection worker: keep the read models up to date until SIGTERM or Ctrl-C."""
