@@ -881,17 +881,19 @@ class GameLedger(Application[UUID]):
                 except (LedgerError, InvariantBroken):
                     if tried.unverified:
                         continue  # decided on copies that may be behind: decide again
-                    answered = self._answer(receipt_id, request_id, fingerprint, actor)
-                    if answered is not None:
-                        return answered
                     # Decided on the guarded aggregate as read, and on others read after it
                     # that another request may have changed meanwhile (its settlement
                     # posted): the refusal, or the mismatch, may be that request's doing.
-                    if any(aggregate.id != guard for aggregate in tried.taken):
-                        overtaken = self._overtaken(
-                            guard, _loaded_version(tried.taken, guard), seen)
-                        if overtaken is not None:
-                            raise overtaken from None
+                    overtaken = self._overtaken(
+                        guard, _loaded_version(tried.taken, guard), seen) if any(
+                        aggregate.id != guard for aggregate in tried.taken) else None
+                    # The receipt after the guard: a twin of this request (a terminal's
+                    # retry, sent to another process) that moved it has left its receipt.
+                    answered = self._answer(receipt_id, request_id, fingerprint, actor)
+                    if answered is not None:
+                        return answered
+                    if overtaken is not None:
+                        raise overtaken from None
                     raise
                 loaded = _loaded_version(touched, guard)
                 receipt = Receipt.record(receipt_id, self._clock(), request_id, command,
@@ -899,10 +901,10 @@ class GameLedger(Application[UUID]):
                 try:
                     self._save(touched, receipt)
                 except IntegrityError:
-                    answered = self._answer(receipt_id, request_id, fingerprint, actor)
-                    if answered is not None:
-                        return answered
                     overtaken = self._overtaken(guard, loaded, seen)
+                    answered = self._answer(receipt_id, request_id, fingerprint, actor)
+                    if answered is not None:  # looked for after the guard, as above
+                        return answered
                     if overtaken is not None:
                         raise overtaken from None
                     if attempt >= max(retries, 1):

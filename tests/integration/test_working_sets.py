@@ -63,12 +63,18 @@ class Interleaved(GameLedger):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.before_reading: dict[type, Callable[[], object]] = {}
+        self.after_looking_for_a_receipt: Callable[[], object] = lambda: None
 
     def _get(self, cls: Any, aggregate_id: UUID, what: str, **kwargs: Any) -> Any:
         hook = self.before_reading.get(cls)
         if hook is not None:
             hook()
         return super()._get(cls, aggregate_id, what, **kwargs)
+
+    def _answer(self, *args: Any, **kwargs: Any) -> Any:
+        answered = super()._answer(*args, **kwargs)
+        self.after_looking_for_a_receipt()
+        return answered
 
 
 def once(action: Callable[[], object]) -> Callable[[], None]:
@@ -141,6 +147,29 @@ def test_a_refusal_decided_on_a_stale_account_is_checked_on_the_stored_one(
     b.place_stake(rid(), "dealer", r2, "P1", 1, 1000)
     assert a.balance("P1") == b.balance("P1") == {**a.balance("P1"), "available": 0,
                                                   "held": 1000}
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_a_request_whose_twin_was_recorded_meanwhile_answers_as_its_twin(
+        ledgers: Ledgers, named: bool) -> None:
+    # A terminal's retry reaches another process while the first try is still at work. The
+    # first try loses its save (its copy of P1's account is behind), finds no receipt, and
+    # then the twin commits: the round has moved, by this very request.
+    a, b = ledgers(), ledgers(cls=Interleaved)
+    assert isinstance(b, Interleaved)
+    table, r = dealt_round(a)
+    stand_and_settle(a, r)
+    r2 = a.start_round(rid(), "dealer", table)
+    b.round_state(r2)
+    b.balance("P1")
+    a.buy_in(rid(), "cashier", "P1", 5)  # b's copy of the account is behind
+    expected = 1 if named else None
+    b.after_looking_for_a_receipt = once(
+        lambda: a.place_stake("stake-1", "dealer", r2, "P1", 1, 100, expected=expected))
+    answer = b.place_stake("stake-1", "dealer", r2, "P1", 1, 100, expected=expected)
+    assert answer == a.place_stake("stake-1", "dealer", r2, "P1", 1, 100, expected=expected)
+    assert a.balance("P1")["held"] == 100
+    assert a.round_state(r2)["version"] == 2
 
 
 def test_a_shuffle_whose_save_lost_the_race_never_deals(ledgers: Ledgers) -> None:
