@@ -33,11 +33,14 @@ everything else the command uses.
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import logging
+import random
 import secrets
 import threading
+import time
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -99,7 +102,13 @@ A = TypeVar("A", bound=Aggregate)
 Clock = Callable[[], datetime]
 Result = dict[str, Any]
 
-RETRIES_MAX = 3
+# A request losing its save to others' on aggregates it shares (a settlement's accounts,
+# posted to by other tables) is decided again while what it was decided on has not moved, up
+# to RETRIES_MAX times, pausing a random while before each try after the second (at most
+# RETRY_PAUSE_S, doubled each try up to RETRY_PAUSE_MAX_S) so that racing requests fall apart.
+RETRIES_MAX = 8
+RETRY_PAUSE_S = 0.002
+RETRY_PAUSE_MAX_S = 0.05
 REQUEST_ID_MAX_CHARS = 128
 NAME_MAX_CHARS = 64
 PAGE_SIZE_MAX = 500
@@ -909,13 +918,19 @@ class GameLedger(Application[UUID]):
                         raise overtaken from None
                     if attempt >= max(retries, 1):
                         raise _conflict() from None
+                    if attempt:
+                        time.sleep(random.uniform(
+                            0, min(RETRY_PAUSE_S * 2 ** (attempt - 1), RETRY_PAUSE_MAX_S)))
                     continue
                 # What it read, and what it made (a round, a shoe, an account): the commands
                 # that follow find them as committed, without loading them.
                 self._working.give_all((*tried.taken, *touched))
+                tried.saved = True
                 return result
             finally:
                 self._local.attempt = None
+                if not tried.saved and tried.kept:
+                    self._working.give_all(tried.kept)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _save(self, aggregates: Sequence[Aggregate], receipt: Receipt.Created) -> None:
@@ -1007,7 +1022,7 @@ class GameLedger(Application[UUID]):
             else:
                 aggregate = held
                 tried.unverified = True
-            tried.taken.append(aggregate)
+            tried.take(aggregate)
         if not isinstance(aggregate, cls):
             raise NotFound(f"There is no {what} {aggregate_id}.", "R-V1")
         return aggregate
@@ -1243,14 +1258,27 @@ def _no_account(player: str) -> NotFound:
 
 class _Attempt:
     """One try of a command: what it took from the working set, and whether it used a
-    copy as held, without reading the store (``unverified``)."""
+    copy as held, without reading the store (``unverified``). ``kept``: copies of the
+    accounts it took, as taken, for the working set if the try fails (what it took may be
+    half-changed): the next try, or the next command, then reads only the events recorded
+    since instead of loading the accounts again (a settlement losing its save to another
+    table's postings on shared accounts reloaded each one)."""
 
-    __slots__ = ("taken", "trusting", "unverified")
+    __slots__ = ("kept", "saved", "taken", "trusting", "unverified")
 
     def __init__(self, *, trusting: bool) -> None:
         self.trusting = trusting
         self.taken: list[Aggregate] = []
+        self.kept: list[Aggregate] = []
         self.unverified = False
+        self.saved = False
+
+    def take(self, aggregate: Aggregate) -> None:
+        self.taken.append(aggregate)
+        if type(aggregate) is Account:  # numbers only: a shallow copy is a whole one
+            kept = copy.copy(aggregate)
+            kept._pending_events = []  # its own, empty
+            self.kept.append(kept)
 
 
 def _loaded_version(touched: Sequence[Aggregate], guard: UUID | None) -> int | None:

@@ -254,6 +254,43 @@ def test_a_settlement_whose_accounts_keep_moving_is_decided_again_while_its_roun
         == 2030
 
 
+def test_a_settlement_is_decided_again_as_long_as_its_round_stays(ledgers: Ledgers) -> None:
+    # Five times over, another table's chips land on P1's account between this settlement's
+    # reads: more tries than a busy casino's shared players are likely to need.
+    a, b, table, r = waiting_to_settle(ledgers)
+    moves = iter(range(15))  # before each of the three reads of five tries
+    b.before_reading[Account] = lambda: next(moves, None) is not None and a.buy_in(
+        rid(), "cashier", "P1", 5)
+    b.settle(rid(), "dealer", r)
+    assert next(moves, None) is None
+    assert a.check_round(r) == []
+    assert sum(a.balance(p)["total"] for p in ("P1", "P2")) + a.house(table)["available"] \
+        == 2075
+
+
+def test_a_try_that_lost_its_save_leaves_its_accounts_to_be_caught_up_not_loaded(
+        ledgers: Ledgers, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Loading an account again (its snapshot and up to 199 events) made each try of a
+    # settlement slower than the one before, and so likelier to lose again.
+    a, b, table, r = waiting_to_settle(ledgers)
+    for player in ("P1", "P2"):
+        b.balance(player)
+    b.house(table)
+    a.buy_in(rid(), "cashier", "P1", 5)  # b's copy of P1 is behind: its first try loses
+    loaded: list[UUID] = []
+    load = b._load
+
+    def counted(aggregate_id: UUID, what: str) -> Any:
+        loaded.append(aggregate_id)
+        return load(aggregate_id, what)
+
+    monkeypatch.setattr(b, "_load", counted)
+    b.settle(rid(), "dealer", r)
+    assert loaded == [r]  # the round, changed by the try that lost, and nothing else
+    assert a.check_round(r) == []
+    assert b.balance("P1") == a.balance("P1")
+
+
 def test_a_process_behind_on_the_shoe_replaces_it_once_it_cannot_deal_a_round(
         ledgers: Ledgers, monkeypatch: pytest.MonkeyPatch) -> None:
     rules = CASINO.evolve(name="short shoe", decks=1, penetration_percent=50)
