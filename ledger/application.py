@@ -893,9 +893,10 @@ class GameLedger(Application[UUID]):
                     # Decided on the guarded aggregate as read, and on others read after it
                     # that another request may have changed meanwhile (its settlement
                     # posted): the refusal, or the mismatch, may be that request's doing.
-                    overtaken = self._overtaken(
-                        guard, _loaded_version(tried.taken, guard), seen) if any(
-                        aggregate.id != guard for aggregate in tried.taken) else None
+                    overtaken = None
+                    if any(aggregate.id != guard for aggregate in tried.taken):
+                        overtaken = self._overtaken(
+                            guard, _loaded_version(tried.taken, guard), seen)
                     # The receipt after the guard: a twin of this request (a terminal's
                     # retry, sent to another process) that moved it has left its receipt.
                     answered = self._answer(receipt_id, request_id, fingerprint, actor)
