@@ -3,8 +3,9 @@
 A command takes what it needs out of the working set (:meth:`WorkingSet.take`), so no
 other thread of the process can see or change the same object meanwhile, and gives it
 back only once its save has committed (:meth:`WorkingSet.give`). A command that fails
-gives nothing back: what it took may be half-changed, and the next one reads it again
-from the event store.
+gives back only copies it made of what it took before changing anything (the accounts,
+cheap to copy); what it took may be half-changed, and the next command reads the rest
+again from the event store.
 
 An aggregate kept here is exactly the state its version had (events are immutable), but
 it may be behind the store: another process may have recorded newer events. The ledger
