@@ -919,6 +919,10 @@ class GameLedger(Application[UUID]):
                         raise overtaken from None
                     if attempt >= max(retries, 1):
                         raise _conflict() from None
+                    # The accounts as read, for the next try and, while this one pauses, for
+                    # the process's other requests.
+                    self._working.give_all(tried.kept)
+                    tried.kept = []
                     if attempt:
                         time.sleep(random.uniform(
                             0, min(RETRY_PAUSE_S * 2 ** (attempt - 1), RETRY_PAUSE_MAX_S)))
@@ -1338,6 +1342,8 @@ def _uuid(value: UUID | str, what: str) -> UUID:
     chips posted around it); anything else names nothing."""
     if type(value) is UUID:
         return value
+    if isinstance(value, UUID):  # a driver's own kind: recorded, it would not transcode
+        return UUID(int=value.int)
     if isinstance(value, str):
         with contextlib.suppress(ValueError):
             return UUID(value)

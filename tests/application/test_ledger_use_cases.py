@@ -579,6 +579,12 @@ def test_an_id_given_as_text_is_the_id_and_anything_else_names_nothing(
         assert app.check_round(spelling) == []  # type: ignore[arg-type]
         assert app.round_state(spelling)["phase"] == "settled"  # type: ignore[arg-type]
     assert app.table(str(desk.table).upper())["name"] == "T1"  # type: ignore[arg-type]
+
+    class DriversUuid(UUID):  # what some database drivers hand back
+        pass
+
+    assert app.check_round(DriversUuid(int=r.int)) == []
+    desk.do("start_round", DriversUuid(int=desk.table.int))
     before = app.recorder.max_notification_id()
     for nothing in ("not-a-round", 5, None, r.bytes):
         with pytest.raises(NotFound, match="There is no round") as refused:
