@@ -75,6 +75,10 @@ _NO_RIGHT = "42501"  # insufficient_privilege
 _UNPREPARED_SQLSTATES = frozenset({"42P01", "3F000", _NO_RIGHT})
 
 
+# The commands that create the tables unless CREATE_TABLE=n says not to.
+_CREATING = frozenset({"serve", "project", "demo"})
+
+
 def _no_create_table() -> bool:
     return os.environ.get("CREATE_TABLE", "").lower() in {"n", "no", "f", "false", "off", "0"}
 
@@ -101,7 +105,8 @@ class _Commands(click.Group):
             first_line = (str(exc).strip() or type(exc).__name__).splitlines()[0]
             if isinstance(exc, _DATABASE_ERRORS):
                 first_line = f"database error: {first_line}"
-                if _sqlstate(exc) == _NO_RIGHT and not _no_create_table():
+                if _sqlstate(exc) == _NO_RIGHT and ctx.invoked_subcommand in _CREATING \
+                        and not _no_create_table():
                     first_line += (" (a role that may not create tables, such as the service "
                                    "role, runs with CREATE_TABLE=n: see Database roles in the "
                                    "README)")

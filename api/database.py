@@ -67,8 +67,10 @@ _LIMIT_VARIABLES: Final = {
     "pool_conn_max_age_s": ("POSTGRES_CONN_MAX_AGE", 1),
 }
 _LIMITS_MAX: Final = 100_000
-# Yes/no settings read by the eventsourcing library, and the words its strtobool takes.
-_SWITCH_VARIABLES: Final = ("CREATE_TABLE", "PROJECTIONS_POSTGRES_PRE_PING")
+# Yes/no settings read by the eventsourcing library (LEDGER_ and PROJECTIONS_ first, for the
+# ledger's and the read models' own), and the words its strtobool takes.
+_SWITCH_VARIABLES: Final = tuple(f"{prefix}{name}" for prefix in ("", "LEDGER_", "PROJECTIONS_")
+                                  for name in ("CREATE_TABLE", "POSTGRES_PRE_PING"))
 _SWITCH_WORDS: Final = frozenset({"y", "yes", "t", "true", "on", "1",
                                   "n", "no", "f", "false", "off", "0"})
 

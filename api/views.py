@@ -38,11 +38,11 @@ class Parser(FlaskParser):
                 and (len(data) > cap or req.environ["wsgi.input"].read(1)):
             raise RequestEntityTooLarge()  # a byte past the cap: more than werkzeug read
         if req.mimetype != "application/json" \
-                or req.mimetype_params.get("charset", "utf-8").lower() != "utf-8":
+                or req.mimetype_params.get("charset", "utf-8").lower() not in _UTF_8:
             abort(415, messages={"Content-Type": [
                 "A request body is JSON in UTF-8: send it with Content-Type: "
                 "application/json."]})
-        if req.headers.get("Content-Encoding", "identity").strip().lower() != "identity":
+        if req.headers.get("Content-Encoding", "").strip().lower() not in ("", "identity"):
             abort(415, messages={"Content-Encoding": [
                 "A request body is sent uncompressed: send it without Content-Encoding."]})
         try:
@@ -55,6 +55,10 @@ class Parser(FlaskParser):
             raise  # webargs answers these itself
         except ValueError:  # an integer of more digits than Python converts
             abort(400, messages={"json": ["The JSON body holds a number too long to read."]})
+
+
+# Charsets a JSON body may be declared in: UTF-8, and ASCII, which is UTF-8 too.
+_UTF_8 = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 
 
 class _RepeatedMember(Exception):

@@ -413,8 +413,9 @@ class _Cursors:
 
     def decode(self, cursor: str, of: str, parse: Callable[[list[str]], list[Any]],
                parts: int = 2) -> list[Any]:
-        refused = QueryRefused("The cursor is not one this list gave out; start again without "
-                               "it.", field="cursor")
+        refused = QueryRefused("The cursor is not one this list gives out now (made up, edited, "
+                               "or given out by an earlier version or under another shoe key); "
+                               "start again without it.", field="cursor")
         if not isinstance(cursor, str) or not 1 <= len(cursor) <= CURSOR_MAX_CHARS:
             raise refused
         try:

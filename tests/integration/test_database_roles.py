@@ -172,5 +172,11 @@ def test_the_service_role_starts_the_service_on_the_owners_tables_with_create_ta
     assert result.exit_code == 1
     assert "permission denied" in result.output
     assert "runs with CREATE_TABLE=n: see Database roles in the README" in result.output
+    # Where the setting changes nothing (a rebuild creates its tables whatever it says), the
+    # refusal does not point at it.
+    result = CliRunner().invoke(main, ["rebuild", "balances"])
+    assert result.exit_code == 1
+    assert "permission denied" in result.output
+    assert "CREATE_TABLE" not in result.output
     monkeypatch.setenv("CREATE_TABLE", "n")  # as README's Database roles says to start it
     assert prepare_store(ledger_env(service, environ), ShoeSealer.new_key()) == 0

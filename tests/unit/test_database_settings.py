@@ -184,7 +184,9 @@ def test_a_limit_of_zero_meaning_unlimited_is_refused(variable):
         resolve_database(environ)
 
 
-@pytest.mark.parametrize("variable", ["CREATE_TABLE", "PROJECTIONS_POSTGRES_PRE_PING"])
+@pytest.mark.parametrize("variable", ["CREATE_TABLE", "PROJECTIONS_POSTGRES_PRE_PING",
+                                      "LEDGER_CREATE_TABLE", "PROJECTIONS_CREATE_TABLE",
+                                      "LEDGER_POSTGRES_PRE_PING"])
 def test_a_yes_or_no_setting_is_refused_with_a_sentence_unless_yes_or_no(variable):
     # The eventsourcing library would stop the start with a traceback of its own.
     environ = {"DATABASE_URL": "postgresql://bob@db.example/a", variable: "maybe"}
