@@ -160,6 +160,10 @@ class BalanceCheckSchema(FindingsSchema):
     findings_before = fields.Integer(required=True, metadata={
         "description": "Findings the earlier parts of this check made (by the cursor); ok is "
                        "true only when there are none there or here."})
+    began_at = fields.String(required=True, metadata={
+        "description": "When the first part of this check ran (ISO 8601, UTC): ok speaks for "
+                       "the check from then; a cursor kept from an earlier check shows as "
+                       "that check's."})
     complete = fields.Boolean(required=True, metadata={
         "description": "Whether the check reached its end; if not, go on from next_cursor."})
     accounts_checked = fields.Integer(required=True, metadata={

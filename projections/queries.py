@@ -274,12 +274,14 @@ class ReadModels:
         the start) until it is complete, ``budget_s`` seconds have passed (None: no limit), or
         ``CHECK_FINDINGS_MAX`` findings are in hand; ``next_cursor`` goes on from there, and
         carries how many findings the parts before it made (``findings_before``), so that
-        ``ok`` speaks for the whole check so far."""
+        ``ok`` speaks for the whole check so far, and when the check began (``began_at``): a
+        cursor kept from an earlier check shows as that check's."""
         part: Part | None = None
         before = 0
+        began = datetime.now(UTC).replace(microsecond=0)
         if cursor is not None:
-            phase, after, before = self._cursors.decode(cursor, "balance-check", _part_key,
-                                                        parts=3)
+            phase, after, before, began = self._cursors.decode(cursor, "balance-check",
+                                                               _part_key, parts=4)
             part = (phase, after)
         findings: list[str] = []
         accounts = events = 0
@@ -299,9 +301,10 @@ class ReadModels:
             findings = [*findings[:CHECK_FINDINGS_MAX],
                         f"and {more} more findings in the part checked, not listed"]
         return {"ok": found == 0, "findings": findings, "findings_before": before,
-                "complete": part is None, "accounts_checked": accounts, "events_scanned": events,
+                "began_at": began.isoformat(), "complete": part is None,
+                "accounts_checked": accounts, "events_scanned": events,
                 "next_cursor": None if part is None else self._cursors.encode(
-                    "balance-check", [*part, str(found)])}
+                    "balance-check", [*part, str(found), began.isoformat()])}
 
     # ----------------------------------------------------------- table / day
 
@@ -447,14 +450,15 @@ def _balance_key(key: list[str]) -> list[Any]:
 
 
 def _part_key(key: list[str]) -> list[Any]:
-    phase, after, found = key
-    if not _digits(found):
+    phase, after, found, began = key
+    began_at = datetime.fromisoformat(began)
+    if not _digits(found) or began_at.tzinfo is None:
         raise ValueError(key)
     if phase == ACCOUNTS:
-        return [phase, str(UUID(after)), int(found)]
+        return [phase, str(UUID(after)), int(found), began_at]
     if phase != OPENINGS or not _digits(after):
         raise ValueError(key)
-    return [phase, str(int(after)), int(found)]
+    return [phase, str(int(after)), int(found), began_at]
 
 
 def _digits(text: str) -> bool:

@@ -344,6 +344,11 @@ def test_the_balance_check_goes_in_parts_a_cursor_resumes(
         if (cursor := answer["next_cursor"]) is None:
             break
     assert [a["complete"] for a in answers] == [False] * (len(answers) - 1) + [True]
+    # Every part speaks for the check begun with the first: a cursor kept from an earlier
+    # check would show that check's start.
+    began = {a["began_at"] for a in answers}
+    assert len(began) == 1
+    assert datetime.fromisoformat(began.pop()) <= datetime.now(UTC)
     assert (sum(a["accounts_checked"] for a in answers),) == accounts
     assert sum(a["events_scanned"] for a in answers) == head(env)
     # ok speaks for the whole check so far: once a part has found something, every later
@@ -375,8 +380,9 @@ def test_a_cursor_edited_or_signed_elsewhere_is_refused_and_one_signed_alike_is_
         raw, tag = signed[:-16], signed[-16:]
         key = json.loads(raw)
         assert key[0] == "balance-check"
-        edits = [["balance-check", "openings", str(2**63 - 1), key[3]],  # past the end
-                 [*key[:3], str(int(key[3]) + 7)]]  # findings before
+        edits = [["balance-check", "openings", str(2**63 - 1), *key[3:]],  # past the end
+                 [*key[:3], str(int(key[3]) + 7), key[4]],  # findings before
+                 [*key[:4], datetime.now(UTC).isoformat()]]  # a check begun now
         for edited in edits:
             for forged in (json.dumps(edited).encode(),
                            json.dumps(edited, separators=(",", ":")).encode() + tag):
