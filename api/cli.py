@@ -22,6 +22,7 @@ import click
 import psycopg
 from eventsourcing.persistence import OperationalError as PersistenceOperationalError
 from eventsourcing.persistence import ProgrammingError as PersistenceProgrammingError
+from eventsourcing.utils import strtobool
 
 from api.app import ledger_env
 from api.auth import ROLES, KeyConfigError, append_key, keyring_from, read_keys, remove_keys
@@ -80,7 +81,9 @@ _CREATING = frozenset({"serve", "project", "demo"})
 
 
 def _no_create_table() -> bool:
-    return os.environ.get("CREATE_TABLE", "").lower() in {"n", "no", "f", "false", "off", "0"}
+    with suppress(ValueError):
+        return not strtobool(os.environ.get("CREATE_TABLE") or "y")
+    return False
 
 
 def _sqlstate(exc: BaseException) -> str | None:

@@ -28,6 +28,7 @@ from typing import Any, Final, Literal
 from urllib.parse import quote, unquote, urlsplit
 
 import psycopg
+from eventsourcing.utils import strtobool
 from psycopg.conninfo import make_conninfo
 
 logger = logging.getLogger("pitboss.database")
@@ -68,11 +69,9 @@ _LIMIT_VARIABLES: Final = {
 }
 _LIMITS_MAX: Final = 100_000
 # Yes/no settings read by the eventsourcing library (LEDGER_ and PROJECTIONS_ first, for the
-# ledger's and the read models' own), and the words its strtobool takes.
+# ledger's and the read models' own).
 _SWITCH_VARIABLES: Final = tuple(f"{prefix}{name}" for prefix in ("", "LEDGER_", "PROJECTIONS_")
                                   for name in ("CREATE_TABLE", "POSTGRES_PRE_PING"))
-_SWITCH_WORDS: Final = frozenset({"y", "yes", "t", "true", "on", "1",
-                                  "n", "no", "f", "false", "off", "0"})
 
 
 class DatabaseSetupError(Exception):
@@ -320,9 +319,12 @@ def _check_switches(environ: Mapping[str, str]) -> None:
     library would stop the start with a traceback."""
     for variable in _SWITCH_VARIABLES:
         text = environ.get(variable, "")
-        if text and text.lower() not in _SWITCH_WORDS:  # the library reads it unstripped
+        try:
+            if text:
+                strtobool(text)  # as the library reads it: unstripped
+        except ValueError:
             raise DatabaseConfigError(f"{variable} is yes or no (y, n, true, false, 1, 0), "
-                                      f"not {text!r}")
+                                      f"not {text!r}") from None
 
 
 def external_database_configured(environ: Mapping[str, str]) -> bool:
