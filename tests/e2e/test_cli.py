@@ -280,7 +280,7 @@ def test_simulate_plays_rounds_to_their_settlement_through_the_api(served, prese
     label = f"{preset}: 1 table(s) x 3 rounds"
     lines = result.stderr.splitlines()
     assert (lines[0], lines[-1]) == (f"{label}: 0 of 3", f"{label}: 3 of 3 (100%)")
-    assert lines == sorted(set(lines), key=lines.index)  # each once, in order
+    assert len(set(lines)) == len(lines)  # each tenth once
     round_id = line.rsplit(" ", 1)[-1]
     http = Http(app.test_client())
     state = http.ok(http.get(f"/rounds/{round_id}"))
