@@ -199,7 +199,7 @@ class GameLedger(Application[UUID]):
 
         def body() -> tuple[Result, list[Aggregate]]:
             if self._exists(table_id):
-                raise TableExists(f"A table named '{name}' already exists.", "R-S1")
+                raise TableExists(f"A table named '{name}' already exists.")
             table = Table._create(Table.Created, id=table_id, timestamp=self._clock(),
                                   name=name, currency=currency, rules=rules.to_dict(),
                                   rules_hash=rules.content_hash, limits=limits.to_dict(),
@@ -249,7 +249,7 @@ class GameLedger(Application[UUID]):
         def body() -> tuple[Result, list[Aggregate]]:
             table = self._get(Table, table_id, "table")
             if not table.open:
-                raise TableClosed(f"Table {table.name} is already closed.", "R-V1")
+                raise TableClosed(f"Table {table.name} is already closed.")
             last = self._last_round_ended(table)
             touched: list[Aggregate] = [table]
             if table.shoe_id is not None:
@@ -268,7 +268,7 @@ class GameLedger(Application[UUID]):
         def body() -> tuple[Result, list[Aggregate]]:
             table = self._get(Table, table_id, "table")
             if table.open:
-                raise DecisionRefused(f"Table {table.name} is open already.", "R-V1")
+                raise DecisionRefused(f"Table {table.name} is open already.")
             table.trigger_event(Table.Reopened, actor=actor, request_id=request_id,
                                 timestamp=self._now(table))
             return {"table_id": str(table_id)}, [table]
@@ -283,7 +283,7 @@ class GameLedger(Application[UUID]):
         def body() -> tuple[Result, list[Aggregate]]:
             table = self._get(Table, table_id, "table")
             if not table.open:
-                raise TableClosed(f"Table {table.name} is closed.", "R-S1")
+                raise TableClosed(f"Table {table.name} is closed.")
             last = self._last_round_ended(table)
             rules = table.rule_set()
             touched: list[Aggregate] = [table]

@@ -1,9 +1,10 @@
 """Every refusal the ledger makes, typed, with a sentence and the rule it enforces.
 
 Expected refusals derive from :class:`LedgerError`; each carries the id of the
-rule of RULES.md it enforces (``rule``) and a sentence a dealer or an auditor
-understands. Broken invariants are not refusals: they raise
-:class:`InvariantBroken`, which nothing may catch and continue from.
+rule of RULES.md it enforces (``rule``; none where RULES.md has no rule, as for a
+table's opening and closing) and a sentence a dealer or an auditor understands.
+Broken invariants are not refusals: they raise :class:`InvariantBroken`, which
+nothing may catch and continue from.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class AccountExists(LedgerError):
 
 
 class TableExists(LedgerError):
-    """A table of that name is open or was: a name stands for one table (R-S1)."""
+    """A table of that name is open or was: a name stands for one table."""
 
 
 class RoundInPlay(LedgerError):

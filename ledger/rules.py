@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from ledger.errors import RuleSetInvalid
 
-AMOUNT_MAX = 10**12  # the largest amount of minor units anywhere (R-M1)
+AMOUNT_MAX = 10**12  # the most minor units one request moves (R-M1); a balance may hold more
 
 Ratio = tuple[int, int]
 DealerPolicy = Literal["stand_17", "beat_players"]

@@ -403,6 +403,9 @@ def test_a_closed_table_starts_no_round(desk):
     desk.http.ok(desk.http.post(f"/tables/{desk.table}/close", {"reason": "end"}))
     body = problem_of(desk.http.post(f"/tables/{desk.table}/rounds"), 422)
     assert body["error"] == "TableClosed"
+    assert body["rule"] is None  # RULES.md has none on a table's closing: none is cited
+    again = problem_of(desk.http.post(f"/tables/{desk.table}/close", {"reason": "end"}), 422)
+    assert (again["error"], again["rule"]) == ("TableClosed", None)
 
 
 @pytest.mark.parametrize("path", [
