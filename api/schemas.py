@@ -673,8 +673,8 @@ class ChainReportSchema(Out):
 
     warnings = fields.List(fields.String(), required=True, metadata={
         "description": "What leaves the record open to change now, though the chain may be "
-                       "intact: an immutability trigger of the event table missing or "
-                       "disabled."})
+                       "intact: a refusing trigger of the event table missing, disabled "
+                       "or no longer refusing."})
 
 
 class ChainHeadSchema(Out):

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import itertools
 import json
 import logging
 import random
@@ -62,7 +63,7 @@ from eventsourcing.utils import Environment
 from ledger.aggregates import ids
 from ledger.aggregates.account import HOUSE, PLAYER, Account
 from ledger.aggregates.receipt import Receipt
-from ledger.aggregates.round import Round
+from ledger.aggregates.round import CARD_FACTS, Round
 from ledger.aggregates.rule_set import RuleSetRecord
 from ledger.aggregates.shoe import ShoeRecord
 from ledger.aggregates.table import Table
@@ -93,7 +94,15 @@ from ledger.money import Movement, movements, net_movements
 from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
-from ledger.shoe import Shoe, commitment, cut_position, deal_size, fresh_order, new_salt
+from ledger.shoe import (
+    Shoe,
+    commitment,
+    composition_findings,
+    cut_position,
+    deal_size,
+    fresh_order,
+    new_salt,
+)
 from ledger.storage import LedgerRecorder, SnapshotRecorder, first_events, newest_without
 from ledger.transcoding import CheckedMapper, LedgerTranscoder, ReusedEncoder
 from ledger.working_set import WorkingSet
@@ -555,7 +564,7 @@ class GameLedger(Application[UUID]):
             finally:
                 self._working.give(held)
         try:
-            with versions_follow(round_id):
+            with versions_follow(round_id, "round"):
                 round_: Aggregate = self.repository.get(round_id, version=version)
         except AggregateNotFoundError:
             raise NotFound(f"There is no round {round_id}.", "R-V1") from None
@@ -581,11 +590,13 @@ class GameLedger(Application[UUID]):
         secret = self._face_down_secrets(events)
         frames = []
         round_: Round | None = None
-        for event in events:
-            round_ = event.mutate(round_)
-            assert isinstance(round_, Round)
-            frames.append({"event": _describe(event, hide=event.originator_version in secret),
-                           "state": _round_view(round_)})
+        with versions_follow(round_id, "round"):
+            for event in events:
+                round_ = event.mutate(round_)
+                assert isinstance(round_, Round)
+                frames.append({"event": _describe(event,
+                                                  hide=event.originator_version in secret),
+                               "state": _round_view(round_)})
         return frames
 
     def _face_down_secrets(self, events: Sequence[Any]) -> set[int]:
@@ -607,12 +618,16 @@ class GameLedger(Application[UUID]):
 
     def _round_events(self, round_id: UUID) -> list[Any]:
         events = list(self.events.get(round_id))
-        if not events or not isinstance(events[0], Round.Created):
+        if not events:
             raise NotFound(f"There is no round {round_id}.", "R-V1")
         for version, event in enumerate(events, 1):
             if event.originator_version != version:
-                raise InvariantBroken(f"{_NOT_FOLLOWING.format(round_id)}: version {version} "
-                                      f"is followed by {event.originator_version}")
+                before = (f"version {events[version - 2].originator_version}" if version > 1
+                          else "its start")
+                raise InvariantBroken(f"{_NOT_FOLLOWING.format(round_id)}: {before} is "
+                                      f"followed by version {event.originator_version}")
+        if not isinstance(events[0], Round.Created):  # another aggregate's id
+            raise NotFound(f"There is no round {round_id}.", "R-V1")
         return events
 
     def check_round(self, round_id: UUID) -> list[str]:
@@ -654,10 +669,28 @@ class GameLedger(Application[UUID]):
                             "versions were checked, or written around the ledger (R-S1)")
         facts = [e for e in rest if isinstance(e, Round.Recorded)]
         recorded = [e.fact() for e in facts]
-        return findings + readjudicate(
+        return findings + _time_findings(created, facts) + readjudicate(
             RuleSet.from_dict(created.rules), TableLimits.from_dict(created.limits),
             recorded, [e.originator_version for e in facts]) + self._posting_findings(
-            created, recorded) + self._receipt_findings(created, facts)
+            created, recorded) + self._draw_findings(created, facts) + self._receipt_findings(
+            created, facts)
+
+    def _draw_findings(self, created: Any, facts: list[Any]) -> list[str]:
+        """R-H3: every card the round records came from the shoe it was started with, which
+        records as many cards drawn for it (saved together, in one statement). The shoe
+        verification checks each card against the revealed order; this, that the round and
+        the shoe tell of the same cards, while the shoe is live too."""
+        shoe_id = created.shoe_id
+        cards = [e for e in facts if issubclass(e.fact_class, CARD_FACTS)]
+        findings = [f"v{e.originator_version}: a card dealt from shoe {e.shoe_id}, but the "
+                    f"round was started with shoe {shoe_id} (R-H3)"
+                    for e in cards if e.shoe_id != shoe_id]
+        drawn = sum(e.count for e in self.events.get(shoe_id)
+                    if isinstance(e, ShoeRecord.CardsDrawn) and e.round_id == created.originator_id)
+        if drawn != len(cards):
+            findings.append(f"the round records {len(cards)} cards dealt; its shoe {shoe_id} "
+                            f"records {drawn} drawn for it (R-H3)")
+        return findings
 
     def _receipt_findings(self, created: Any, facts: list[Any]) -> list[str]:
         """Every request that recorded something in the round left a receipt as it was saved
@@ -795,11 +828,13 @@ class GameLedger(Application[UUID]):
         return findings
 
     def _shoe_findings(self, shoe_id: UUID) -> list[str]:
-        public = self.shoe(shoe_id)
+        with self._reading(ShoeRecord, shoe_id, "shoe") as record:
+            public, decks, wild_cards = record.public(), record.decks, record.wild_cards
         if not public["retired"]:
             return ["the shoe is still live: its order is not revealed yet"]
         findings = [] if public["verified"] else ["the reveal does not match the commitment"]
         order = public["order"]
+        findings += composition_findings(order, decks, wild_cards, public["size"])
         # The shoe records which positions went to which round, in order (its draws follow
         # each other: the shoe refuses to load otherwise); each round, the cards it dealt.
         draws = [e for e in self.events.get(shoe_id) if isinstance(e, ShoeRecord.CardsDrawn)]
@@ -833,11 +868,14 @@ class GameLedger(Application[UUID]):
                     findings.append(f"round {draw.round_id} v{version}: dealt {card} as "
                                     f"position {fact.position}, but the shoe gave it position "
                                     f"{position} there")
-                expected = order[fact.position] if 0 <= fact.position < len(order) else None
-                if expected != card and card != HIDDEN:
+                if not 0 <= fact.position < len(order):
+                    findings.append(f"round {draw.round_id} v{version}: dealt {card} as "
+                                    f"position {fact.position}, which the revealed order of "
+                                    f"{len(order)} cards does not have")
+                elif order[fact.position] != card and card != HIDDEN:
                     findings.append(f"round {draw.round_id} v{version}: position "
                                     f"{fact.position} dealt {card}, the revealed order "
-                                    f"has {expected}")
+                                    f"has {order[fact.position]}")
         for round_id, cards in dealt.items():
             for version, card, fact in cards[taken[round_id]:]:
                 findings.append(f"round {round_id} v{version}: dealt {card} as position "
@@ -1044,7 +1082,7 @@ class GameLedger(Application[UUID]):
 
     def _load(self, aggregate_id: UUID, what: str) -> Aggregate:
         try:
-            with versions_follow(aggregate_id):
+            with versions_follow(aggregate_id, what):
                 aggregate: Aggregate = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             raise NotFound(f"There is no {what} {aggregate_id}.", "R-V1") from None
@@ -1223,11 +1261,15 @@ _NOT_FOLLOWING = "the stored events of {} skip or repeat a version"
 def unreplayable(error: Exception, what: str = "") -> str:
     """A check's finding for a record that does not replay: an ``InvariantBroken`` names the
     event; any other error, met replaying ``what``, is a value the record should not hold."""
-    said = str(error) if isinstance(error, InvariantBroken) else (
-        f"the stored events of {what} hold a value they cannot ({type(error).__name__}: "
-        f"{error})")
+    said = str(error) if isinstance(error, InvariantBroken) else _cannot_hold(what, error)
     return (f"{said}: the record does not replay, so it cannot be checked; the hash chain "
             "(GET /audit/chain) shows whether it was altered")
+
+
+def _cannot_hold(what: str, error: Exception) -> str:
+    value = (f"an unknown value, {error}" if isinstance(error, KeyError)
+             else f"{type(error).__name__}: {error}")
+    return f"the stored events of {what} hold a value they cannot ({value})"
 
 
 # What replaying an altered record may raise: besides a broken invariant, a value of the
@@ -1249,12 +1291,18 @@ def _replayed(what: str) -> Iterator[list[str]]:
 
 
 @contextlib.contextmanager
-def versions_follow(aggregate_id: UUID) -> Iterator[None]:
-    """Loading an aggregate: a gap in its stored versions is a broken record, said so."""
+def versions_follow(aggregate_id: UUID, what: str = "") -> Iterator[None]:
+    """Loading an aggregate: a gap in its stored versions, or a stored value its events
+    cannot apply (a card that is no card, of the right type), is a broken record, said so."""
     try:
         yield
     except OriginatorVersionError as error:
         raise InvariantBroken(_NOT_FOLLOWING.format(aggregate_id)) from error
+    except InvariantBroken:
+        raise
+    except _UNREPLAYABLE as error:
+        raise InvariantBroken(_cannot_hold(f"{what} {aggregate_id}".lstrip(), error)
+                              ) from error
 
 
 def _no_account(player: str) -> NotFound:
@@ -1284,6 +1332,16 @@ class _Attempt:
             kept = copy.copy(aggregate)
             kept._pending_events = []  # its own, empty
             self.kept.append(kept)
+
+
+def _time_findings(created: Any, facts: list[Any]) -> list[str]:
+    """A round's events never go back in time: each request is stamped after the one before
+    (``GameLedger._now``), and a request's events share its time."""
+    return [f"v{e.originator_version}: recorded at {e.timestamp.isoformat()}, before "
+            f"v{before.originator_version} ({before.timestamp.isoformat()}): a round's events "
+            "never go back in time; written around the ledger (R-V2)"
+            for before, e in itertools.pairwise((created, *facts))
+            if e.timestamp < before.timestamp]
 
 
 def _loaded_version(touched: Sequence[Aggregate], guard: UUID | None) -> int | None:

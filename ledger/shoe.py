@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 from ledger.cards import STANDARD_DECK, WILD, Card, is_card
@@ -69,6 +70,31 @@ def verify_commitment(order: Sequence[str], salt_hex: str, expected: str) -> boo
         return False
     actual = commitment([Card(c) for c in order], salt)
     return hmac.compare_digest(actual, expected)
+
+
+def composition_findings(order: Sequence[str], decks: int, wild_cards: int,
+                         size: int) -> list[str]:
+    """R-H1: what a revealed order holds besides ``decks`` full decks and ``wild_cards`` wild
+    cards, ``size`` in all. A commitment proves the order was fixed before the first card,
+    not that it was a fair shoe: one sealed stacked would verify."""
+    findings = []
+    if len(order) != size:
+        findings.append(f"the revealed order holds {len(order)} cards; the shoe was recorded "
+                        f"with {size} (R-H1)")
+    expected: Counter[str] = Counter([*STANDARD_DECK * decks, *[WILD] * wild_cards])
+    held: Counter[str] = Counter(order)
+    differ = sorted(card for card in expected.keys() | held.keys()
+                    if held[card] != expected[card])
+    if differ:
+        shown = ", ".join(f"{card} {held[card]} times, not {expected[card]}"
+                          for card in differ[:COMPOSITION_SHOWN_MAX])
+        more = len(differ) - COMPOSITION_SHOWN_MAX
+        findings.append(f"the revealed order is not {decks} decks and {wild_cards} wild cards "
+                        f"(R-H1): {shown}" + (f", and {more} other cards" if more > 0 else ""))
+    return findings
+
+
+COMPOSITION_SHOWN_MAX = 8  # cards a composition finding names
 
 
 def new_salt() -> bytes:

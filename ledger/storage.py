@@ -549,6 +549,14 @@ def _once(trigger: str, create: str) -> str:
     return f"DO $$ BEGIN IF NOT EXISTS ({exists}) THEN {create}; END IF; END $$"
 
 
+# The refusing triggers' function body, as installed and as the chain walk expects to find it.
+_REFUSE_BODY = """
+       BEGIN
+         RAISE EXCEPTION 'stored events are immutable: % on % refused', TG_OP, TG_TABLE_NAME
+           USING ERRCODE = 'insufficient_privilege',
+                 HINT = 'Correct a record with a new event (R-V2).';
+       END """
+
 _STATEMENTS = (
     # Guarded, not IF NOT EXISTS: ALTER TABLE locks the table against readers and writers
     # even when it has nothing to do, until every process start's DDL transaction commits.
@@ -559,12 +567,7 @@ _STATEMENTS = (
          END IF;
        END $$""",
     """CREATE OR REPLACE FUNCTION {schema}.{refuse}() RETURNS trigger
-       LANGUAGE plpgsql AS $$
-       BEGIN
-         RAISE EXCEPTION 'stored events are immutable: % on % refused', TG_OP, TG_TABLE_NAME
-           USING ERRCODE = 'insufficient_privilege',
-                 HINT = 'Correct a record with a new event (R-V2).';
-       END $$""",
+       LANGUAGE plpgsql AS $$""" + _REFUSE_BODY + "$$",
     _once("immutable", """CREATE TRIGGER {immutable} BEFORE UPDATE OR DELETE ON {schema}.{table}
        FOR EACH ROW EXECUTE FUNCTION {schema}.{refuse}()"""),
     _once("no_truncate", """CREATE TRIGGER {no_truncate} BEFORE TRUNCATE ON {schema}.{table}
@@ -740,7 +743,10 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
         if pending is not None:  # the walk ended before the kept head's notification id
             findings += _kept_head_findings(pending, last_id, head, expected_head)
         elif kept_at is None and expected_head != head:
-            findings.append(f"the chain head is {head}, not the {expected_head} kept outside")
+            findings.append(f"the chain head is {head}, not the {expected_head} kept outside: "
+                            "events were recorded since it was kept, or the record was "
+                            "altered; give the notification id it was kept at to check the "
+                            "record up to it")
         checked = checked or kept_at is None or pending is not None
     return ChainReport(rows=rows, head=head, head_notification_id=last_id, findings=findings,
                        complete=reached_end and not findings, from_start=from_start,
@@ -749,25 +755,46 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
 
 
 def unguarded(recorder: LedgerRecorder) -> list[str]:
-    """The event table's immutability triggers that are missing or disabled: while they are,
-    an UPDATE or DELETE on stored events is not refused (only the chain would tell)."""
-    table = recorder.events_table_name
+    """The event table's refusing triggers that do not refuse: missing, disabled, made to fire
+    on other statements, or running another function, or the refusing function rewritten.
+    While one does not, an UPDATE, DELETE or TRUNCATE on stored events goes through (only the
+    chain would tell)."""
+    table, schema = recorder.events_table_name, recorder.datastore.schema
     with recorder.datastore.transaction(commit=False) as curs:
-        curs.execute("SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = "
+        curs.execute("SELECT t.tgname, t.tgenabled, t.tgtype, n.nspname, p.proname, p.prosrc "
+                     "FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid "
+                     "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE t.tgrelid = "
                      "(quote_ident(%s) || '.' || quote_ident(%s))::regclass",
-                     (recorder.datastore.schema, table))
-        # "O" fires in every ordinary session, "A" always; "D" never, "R" only in replicas.
-        enabled = {row["tgname"]: row["tgenabled"] in ("O", "A") for row in curs.fetchall()}
+                     (schema, table))
+        triggers = {row["tgname"]: row for row in curs.fetchall()}
+    refuse = (schema, f"{table}_refuse_change")
     out = []
-    for trigger, refuses in (("immutable", "UPDATE and DELETE"), ("no_truncate", "TRUNCATE")):
+    for trigger, refuses, fires_on in (("immutable", "UPDATE and DELETE", _ON_UPDATE_DELETE),
+                                       ("no_truncate", "TRUNCATE", _ON_TRUNCATE)):
         name = f"{table}_{trigger}"
-        if name not in enabled:
-            out.append(f"the trigger {name} is missing: {refuses} on stored events is not "
-                       "refused")
-        elif not enabled[name]:
+        row = triggers.get(name)
+        not_refused = f"{refuses} on stored events is not refused"
+        if row is None:
+            out.append(f"the trigger {name} is missing: {not_refused}")
+        # "O" fires in every ordinary session, "A" always; "D" never, "R" only in replicas.
+        elif row["tgenabled"] not in ("O", "A"):
             out.append(f"the trigger {name} is disabled (or fires in replicas only): "
-                       f"{refuses} on stored events is not refused")
+                       f"{not_refused}")
+        elif row["tgtype"] & fires_on != fires_on:
+            out.append(f"the trigger {name} was made again to fire on other statements: "
+                       f"{not_refused}")
+        elif (row["nspname"], row["proname"]) != refuse:
+            out.append(f"the trigger {name} runs {row['nspname']}.{row['proname']}(), not "
+                       f"{'.'.join(refuse)}(): {not_refused} unless that refuses")
+        elif row["prosrc"] != _REFUSE_BODY:
+            out.append(f"the function {'.'.join(refuse)}() that the trigger {name} runs was "
+                       f"rewritten: {refuses} on stored events may not be refused")
     return out
+
+
+# pg_trigger.tgtype bits: the statements a trigger fires on.
+_ON_UPDATE_DELETE = 8 | 16
+_ON_TRUNCATE = 32
 
 
 def _kept_head_findings(at: int, reached: int, recomputed: str, kept: str | None) -> list[str]:

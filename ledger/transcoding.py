@@ -13,10 +13,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json.encoder
+import re
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 from uuid import UUID
 
 from eventsourcing.persistence import (
@@ -87,19 +88,36 @@ class LedgerTranscoder(JSONTranscoder):
 
 class CheckedMapper(Mapper[UUID]):
     """The library's mapper, refusing a stored event it cannot make whole: unreadable state,
-    an unknown topic, or a field its class needs that the state lacks (the library would
-    make the event all the same, and the missing field would fail later, wherever it is
-    read). The refusal is :class:`~ledger.errors.InvariantBroken`, naming the event."""
+    an unknown topic, a field its class needs that the state lacks (the library would make
+    the event all the same, and the missing field would fail later, wherever it is read), or
+    a field whose value is not of its declared kind (an amount that is text, a time that is
+    not one). The refusal is :class:`~ledger.errors.InvariantBroken`, naming the event and the
+    field: money and cards are checked where they are read, not only where they are written."""
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
         try:
             event = super().to_domain_event(stored_event)
-        except (MapperDeserialisationError, TopicError) as error:
+        except TopicError as error:
+            raise _undecodable(stored_event, "its topic names no kind of event this version of "
+                                             "pitboss knows") from error
+        except MapperDeserialisationError as error:
             raise _undecodable(stored_event, str(error)) from error
-        missing = _required_fields(type(event)) - event.__dict__.keys()
+        state = vars(event)
+        fields = _fields(type(event))
+        missing = fields.required - state.keys()
         if missing:
             raise _undecodable(stored_event, "it has no " + ", ".join(sorted(missing)))
+        for name, exact in fields.scalars:  # the common case: one comparison each
+            if name in state and type(state[name]) is not exact:
+                _refuse(stored_event, name, state[name], _SCALARS[exact.__name__])
+        for name, kind in fields.containers:
+            if name in state and not kind.holds(state[name]):
+                _refuse(stored_event, name, state[name], kind)
         return event
+
+
+def _refuse(stored: StoredEvent, name: str, value: Any, kind: _Kind) -> NoReturn:
+    raise _undecodable(stored, f"the field {name} holds {_shown(value)}, not {kind.description}")
 
 
 def _undecodable(stored: StoredEvent, why: str) -> InvariantBroken:
@@ -108,12 +126,78 @@ def _undecodable(stored: StoredEvent, why: str) -> InvariantBroken:
                            f"{why}")
 
 
+def _shown(value: Any) -> str:
+    shown = json.dumps(value, default=str)
+    return shown if len(shown) <= SHOWN_CHARS_MAX else shown[:SHOWN_CHARS_MAX - 1] + "\u2026"
+
+
+SHOWN_CHARS_MAX = 60  # of a value a refusal quotes
+
+
+@dataclasses.dataclass(frozen=True)
+class _Kind:
+    """What a field's declared type allows, and how a refusal says it."""
+
+    holds: Callable[[Any], bool]
+    description: str
+    plural: str
+    exact: type | None = None  # a scalar's one type
+
+
+_SCALARS = {  # exactly these types: the transcoder makes no subclass of any
+    "int": _Kind(lambda v: type(v) is int, "a whole number", "whole numbers", int),
+    "str": _Kind(lambda v: type(v) is str, "text", "texts", str),
+    "bool": _Kind(lambda v: type(v) is bool, "true or false", "trues or falses", bool),
+    "UUID": _Kind(lambda v: type(v) is UUID, "an id", "ids", UUID),
+    "datetime": _Kind(lambda v: type(v) is datetime, "a time", "times", datetime),
+}
+_ITEMS = {**_SCALARS, "Any": _Kind(lambda v: True, "anything", "anything")}
+_LIST = re.compile(r"list\[(\w+)\]")
+_MAPPING = re.compile(r"dict\[str, (\w+)\]")
+
+
+def _kind(annotation: Any) -> _Kind | None:
+    """The kind an event field's annotation declares; None for one not checked (``Any``
+    among them)."""
+    if isinstance(annotation, type):
+        annotation = annotation.__name__
+    if not isinstance(annotation, str):
+        return None
+    if annotation in _SCALARS:
+        return _SCALARS[annotation]
+    if (found := _LIST.fullmatch(annotation)) and found[1] in _ITEMS:
+        item = _ITEMS[found[1]]
+        return _Kind(lambda v: type(v) is list and all(map(item.holds, v)),
+                     f"a list of {item.plural}", f"lists of {item.plural}")
+    if (found := _MAPPING.fullmatch(annotation)) and found[1] in _ITEMS:
+        value = _ITEMS[found[1]]
+        named = "" if found[1] == "Any" else f" of names to {value.plural}"
+        return _Kind(lambda v: type(v) is dict and all(type(k) is str for k in v)
+                     and all(map(value.holds, v.values())),
+                     f"a mapping{named}", f"mappings{named}")
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fields:
+    required: frozenset[str]  # without a default: an event recorded before a field with a
+    #                           default was added reads it from the class
+    scalars: tuple[tuple[str, type], ...]
+    containers: tuple[tuple[str, _Kind], ...]
+
+
+_FROM_STORE = frozenset({"originator_id", "originator_version"})
+
+
 @functools.cache
-def _required_fields(cls: type) -> frozenset[str]:
-    """The fields of an event class without a default (an event recorded before a field with
-    a default was added reads it from the class)."""
+def _fields(cls: type) -> _Fields:
     if not dataclasses.is_dataclass(cls):
-        return frozenset()
-    return frozenset(f.name for f in dataclasses.fields(cls)
-                     if f.default is dataclasses.MISSING
-                     and f.default_factory is dataclasses.MISSING)
+        return _Fields(frozenset(), (), ())
+    fields = dataclasses.fields(cls)
+    kinds = [(f.name, kind) for f in fields  # (the store gives the originator's id, version)
+             if f.name not in _FROM_STORE and (kind := _kind(f.type)) is not None]
+    return _Fields(
+        frozenset(f.name for f in fields if f.default is dataclasses.MISSING
+                  and f.default_factory is dataclasses.MISSING),
+        tuple((name, kind.exact) for name, kind in kinds if kind.exact is not None),
+        tuple((name, kind) for name, kind in kinds if kind.exact is None))

@@ -113,7 +113,7 @@ def _describe(row: dict[str, Any]) -> str:
 
 def _compare(row: dict[str, Any], ledger: GameLedger) -> list[str]:
     try:
-        with versions_follow(row["account_id"]):
+        with versions_follow(row["account_id"], "account"):
             account: Any = ledger.repository.get(row["account_id"], version=row["version"])
     except AggregateNotFoundError:
         return [f"{_describe(row)}: projected, but the ledger has no such account"]

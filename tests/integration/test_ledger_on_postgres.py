@@ -25,6 +25,7 @@ from ledger.application import GameLedger
 from ledger.errors import Conflict, InsufficientChips, InvariantBroken
 from ledger.rules import CASINO, rules_hash
 from ledger.sealing import ShoeSealer
+from ledger.shoe import commitment
 from ledger.storage import (
     GENESIS,
     LedgerRecorder,
@@ -444,11 +445,114 @@ def test_a_round_event_that_does_not_decode_is_a_finding_and_a_sentence_not_a_cr
     assert verify_chain(fresh.recorder).intact  # type: ignore[arg-type]  # linked like any
 
 
-@pytest.mark.parametrize("rules", [["casino"], "six decks"])
+@pytest.mark.parametrize("delta", ["100", 99.5, None, True])
+def test_a_posting_whose_amount_is_not_a_whole_number_is_named_wherever_it_is_read(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings, env: dict[str, str],
+        delta: Any) -> None:
+    # Altered in place after the read models counted it: an amount of chips as text, a
+    # fraction, nothing, a boolean. The balance, the statement and the balance check each
+    # name the event and the field (they answered a crash, or served a fractional balance).
+    app = ledgers()
+    open_round(app)
+    assert _balance_findings(env, app) == []
+    with behind_the_ledger(database, env) as (conn, table):
+        (version,) = conn.execute(
+            f"UPDATE {table} SET state = convert_to(replace(convert_from(state, 'UTF8'), "
+            "'\"held_delta\":10,', %s), 'UTF8') WHERE originator_id = %s AND topic = %s "
+            "RETURNING originator_version",
+            (f'"held_delta":{json.dumps(delta)},', ids.account_id("P1"),
+             Account.Posted.TOPIC)).fetchone() or (None,)
+    said = (f"v{version} ({Account.Posted.TOPIC}) does not decode: the field held_delta "
+            f"holds {json.dumps(delta)}, not a whole number")
+    fresh = ledgers()
+    with pytest.raises(InvariantBroken, match=re.escape(said)):
+        fresh.balance("P1")
+    with pytest.raises(InvariantBroken, match=re.escape(said)):
+        fresh.account_entries("P1")
+    findings = _balance_findings(env, fresh)
+    assert [f for f in findings if said in f and "account P1" in f], findings
+
+
+def test_a_card_that_is_no_card_is_a_broken_record_wherever_the_round_is_read(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    # Text, as a card is, but no card: the state, the replay and the events answered a crash.
+    _, round_id = open_round(ledgers())
+    with behind_the_ledger(database, env) as (conn, table):
+        conn.execute(f"UPDATE {table} SET state = convert_to(regexp_replace(convert_from("
+                     "state, 'UTF8'), '\"card\":\"[^\"]*\"', '\"card\":\"ZZ\"'), 'UTF8') "
+                     "WHERE originator_id = %s AND topic = %s", (round_id, Round.CardDealt.TOPIC))
+    fresh = ledgers()
+    said = (f"the stored events of round {round_id} hold a value they cannot (an unknown "
+            "value, 'ZZ')")
+    for read in (fresh.round_state, fresh.replay):
+        with pytest.raises(InvariantBroken, match=re.escape(said)):
+            read(round_id)
+    (finding,) = fresh.check_round(round_id)
+    assert said in finding
+    assert "the record does not replay" in finding
+
+
+def _alter_round_event(conn: psycopg.Connection[Any], table: str, round_id: UUID, topic: str,
+                       change: Callable[[dict[str, Any]], None], last: bool = False) -> int:
+    """Change the round's first (``last``: last) event of ``topic`` in place; its version."""
+    row = conn.execute(f"SELECT notification_id, originator_version, state FROM {table} "
+                       "WHERE originator_id = %s AND topic = %s ORDER BY originator_version "
+                       + ("DESC" if last else "") + " LIMIT 1", (round_id, topic)).fetchone()
+    assert row is not None
+    state = json.loads(row[2])
+    change(state)
+    conn.execute(f"UPDATE {table} SET state = %s WHERE notification_id = %s",
+                 (json.dumps(state).encode(), row[0]))
+    return int(row[1])
+
+
+def _hex_uuid(state: dict[str, Any], field: str, value: UUID) -> None:
+    state[field] = {"_type_": "uuid_hex", "_data_": value.hex}
+
+
+@pytest.mark.parametrize("alteration", ["back-dated", "card-from-another-shoe",
+                                        "round-names-another-shoe"])
+def test_the_round_check_finds_a_round_and_its_shoe_telling_different_stories(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings, env: dict[str, str],
+        alteration: str) -> None:
+    # Each replays and settles as before: only the round check's cross-checks can tell.
+    app = ledgers()
+    _, round_id = open_round(app)
+    shoe_id = UUID(app.round_state(round_id)["shoe_id"])
+    other = uuid4()
+    with behind_the_ledger(database, env) as (conn, table):
+        if alteration == "back-dated":
+            version = _alter_round_event(
+                conn, table, round_id, Round.CardDealt.TOPIC, last=True,
+                change=lambda s: s.update(timestamp={"_type_": "datetime_iso",
+                                                     "_data_": "2001-01-01T00:00:00+00:00"}))
+            wanted = [f"v{version}: recorded at 2001-01-01T00:00:00+00:00, before v"]
+        elif alteration == "card-from-another-shoe":
+            version = _alter_round_event(conn, table, round_id, Round.CardDealt.TOPIC,
+                                         change=lambda s: _hex_uuid(s, "shoe_id", other))
+            wanted = [f"v{version}: a card dealt from shoe {other}, but the round was started "
+                      f"with shoe {shoe_id} (R-H3)"]
+        else:
+            _alter_round_event(conn, table, round_id, Round.Created.TOPIC,
+                               change=lambda s: _hex_uuid(s, "shoe_id", other))
+            wanted = [f"but the round was started with shoe {other} (R-H3)",
+                      f"cards dealt; its shoe {other} records 0 drawn for it (R-H3)"]
+    fresh = ledgers()
+    assert fresh.replay(round_id)  # it replays
+    findings = fresh.check_round(round_id)
+    for said in wanted:
+        assert [f for f in findings if said in f], (said, findings)
+
+
+@pytest.mark.parametrize(("rules", "said"), [
+    (["casino"], "v1 (pitboss:Round.Created) does not decode: the field rules holds "
+                 '["casino"], not a mapping'),
+    ("six decks", "the stored events of round {} hold a value they cannot (")])
 def test_a_round_whose_recorded_values_cannot_be_replayed_is_a_finding(
-        ledgers: Callable[..., GameLedger], rules: Any) -> None:
-    # Rules of the wrong shape, or with a setting of the wrong type, their hash made to
-    # match: appended as a new round, they decode but do not replay.
+        ledgers: Callable[..., GameLedger], rules: Any, said: str) -> None:
+    # Rules of the wrong shape (refused as the event is read), or with a setting of the wrong
+    # type (decoded, but not replayed), their hash made to match, appended as a new round.
     app = ledgers()
     _, round_id = open_round(app)
     (created,) = app.recorder.select_events(round_id, limit=1)
@@ -462,7 +566,7 @@ def test_a_round_whose_recorded_values_cannot_be_replayed_is_a_finding(
                                               state=json.dumps(state).encode()))
     findings = ledgers().check_round(forged)
     assert len(findings) == 1
-    assert f"the stored events of round {forged} hold a value they cannot (" in findings[0]
+    assert said.format(forged) in findings[0]
     assert "the record does not replay" in findings[0]
 
 
@@ -482,6 +586,28 @@ def test_an_account_missing_an_event_is_a_finding_of_the_balance_check(
     with ReadModels(env) as reads:
         findings = reads.check_balances(fresh)["findings"]
     assert [f for f in findings if "P1" in f and "skip or repeat a version" in f]
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ("DELETE FROM {table} WHERE originator_id = %s AND originator_version = 3",
+     "version 2 is followed by version 4"),
+    ("DELETE FROM {table} WHERE originator_id = %s AND originator_version = 1",
+     "its start is followed by version 2"),
+    ("INSERT INTO {table} (originator_id, originator_version, topic, state, chain_hash) "
+     "SELECT originator_id, originator_version + 1000, topic, state, chain_hash FROM {table} "
+     "WHERE originator_id = %s AND originator_version = 2",
+     "version 3 is followed by version 1002")])
+def test_a_round_whose_versions_skip_says_which_follow_which(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings, env: dict[str, str],
+        change: str, said: str) -> None:
+    _, round_id = open_round(ledgers())
+    last = ledgers().round_state(round_id)["version"]
+    with behind_the_ledger(database, env) as (conn, table):
+        conn.execute(change.format(table=table), (round_id,))
+    if "1002" in said:
+        said = f"version {last} is followed by version 1002"
+    with pytest.raises(InvariantBroken, match=f"skip or repeat a version: {said}$"):
+        ledgers().round_events(round_id)
 
 
 def test_a_round_played_under_rules_its_name_and_version_do_not_stand_for_is_a_finding(
@@ -528,6 +654,42 @@ def test_the_chain_walk_warns_while_the_event_table_is_left_open_to_change(
         assert verify_chain(recorder).warnings == []
 
 
+@pytest.mark.parametrize("change", ["function-rewritten", "fires-on-insert",
+                                    "runs-another-function"])
+def test_the_chain_walk_warns_when_a_refusing_trigger_no_longer_refuses(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str], change: str) -> None:
+    # Enabled, and named as pitboss names it, yet letting changes through: the walk said
+    # nothing while the owner deleted the last event.
+    _, recorder = with_a_round(ledgers)
+    schema = env["POSTGRES_SCHEMA"]
+    table, refuse = f'"{schema}".ledger_events', f'"{schema}".ledger_events_refuse_change'
+    let_through = "RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN coalesce(NEW, OLD); END $$"
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        if change == "function-rewritten":
+            conn.execute(f"CREATE OR REPLACE FUNCTION {refuse}() {let_through}")
+            said = (f"the function {schema}.ledger_events_refuse_change() that the trigger "
+                    "ledger_events_immutable runs was rewritten: UPDATE and DELETE on stored "
+                    "events may not be refused")
+        else:
+            function = refuse
+            if change == "runs-another-function":
+                function = f'"{schema}".let_through'
+                conn.execute(f"CREATE FUNCTION {function}() {let_through}")
+            on = "AFTER INSERT" if change == "fires-on-insert" else "BEFORE UPDATE OR DELETE"
+            conn.execute(f"DROP TRIGGER ledger_events_immutable ON {table}")
+            conn.execute(f"CREATE TRIGGER ledger_events_immutable {on} ON {table} FOR EACH ROW "
+                         f"EXECUTE FUNCTION {function}()")
+            said = ("the trigger ledger_events_immutable was made again to fire on other "
+                    "statements" if change == "fires-on-insert" else
+                    f"the trigger ledger_events_immutable runs {schema}.let_through(), not "
+                    f"{schema}.ledger_events_refuse_change()")
+        conn.execute(f"DELETE FROM {table} WHERE notification_id = "
+                     f"(SELECT max(notification_id) FROM {table})")  # the door is open
+    warnings = verify_chain(recorder).warnings
+    assert [w for w in warnings if w.startswith(said)], warnings
+
+
 def edit_events(conn: psycopg.Connection[Any], table: str, topic: str,
                 change: Callable[[dict[str, Any]], None], *, last: bool = False) -> None:
     """Rewrite the JSON of the stored events of ``topic`` (the newest only, with ``last``)
@@ -541,7 +703,7 @@ def edit_events(conn: psycopg.Connection[Any], table: str, topic: str,
                      (json.dumps(data).encode(), notification_id))
 
 
-@pytest.mark.parametrize("altered", ["reveal", "draw"])
+@pytest.mark.parametrize("altered", ["reveal", "draw", "stacked"])
 def test_a_shoe_altered_behind_the_ledger_fails_its_verification(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings,
         env: dict[str, str], altered: str) -> None:
@@ -561,13 +723,32 @@ def test_a_shoe_altered_behind_the_ledger_fails_its_verification(
     def one_more(data: dict[str, Any]) -> None:  # the round's draw claims a card it never got
         data["count"] += 1
 
+    revealed: dict[str, Any] = {}
+
+    def stack(data: dict[str, Any]) -> None:  # every ten never dealt an ace: a shoe sealed
+        order = data["order"]                 # stacked, by someone holding the shoe key
+        data["order"] = order[:100] + ["AS" if c[0] in "TJQK" else c for c in order[100:]]
+        revealed.update(data)
+
+    def commit(data: dict[str, Any]) -> None:
+        data["commitment"] = commitment(revealed["order"], bytes.fromhex(revealed["salt"]))
+
     with behind_the_ledger(database, env) as (conn, events):
         if altered == "reveal":
             edit_events(conn, events, ShoeRecord.Retired.TOPIC, swap_undealt)
+        elif altered == "stacked":
+            edit_events(conn, events, ShoeRecord.Retired.TOPIC, stack)
+            edit_events(conn, events, ShoeRecord.Created.TOPIC, commit)
         else:
             edit_events(conn, events, ShoeRecord.CardsDrawn.TOPIC, one_more, last=True)
     fresh = ledgers()
-    if altered == "reveal":
+    if altered == "stacked":
+        assert fresh.shoe(shoe_id)["verified"]  # the commitment holds
+        (finding,) = fresh.verify_shoe(shoe_id)
+        aces = revealed["order"].count("AS")
+        assert finding.startswith("the revealed order is not 6 decks and 0 wild cards (R-H1): "
+                                  f"AS {aces} times, not 6, ")
+    elif altered == "reveal":
         assert fresh.shoe(shoe_id)["verified"] is False
         assert fresh.verify_shoe(shoe_id) == ["the reveal does not match the commitment"]
     else:

@@ -39,6 +39,7 @@ from ledger.shoe import (
     Shoe,
     canonical_order,
     commitment,
+    composition_findings,
     cut_position,
     fresh_order,
     new_salt,
@@ -411,3 +412,19 @@ def test_the_same_randbelow_answers_give_the_same_shoe_and_commitment() -> None:
     b = fresh_order(6, 1, make_randbelow(answers))
     assert a == b
     assert commitment(a, SALT) == commitment(b, SALT)
+
+
+def test_a_revealed_order_is_checked_for_the_cards_a_shoe_of_its_size_holds() -> None:
+    order = [str(c) for c in fresh_order(2, 1)]
+    assert composition_findings(order, 2, 1, 105) == []
+    swapped = list(order)
+    swapped[order.index("KH")] = "AS"
+    assert composition_findings(swapped, 2, 1, 105) == [
+        "the revealed order is not 2 decks and 1 wild cards (R-H1): AS 3 times, not 2, "
+        "KH 1 times, not 2"]
+    (size, cards) = composition_findings(order[:-1], 2, 1, 105)
+    assert size == "the revealed order holds 104 cards; the shoe was recorded with 105 (R-H1)"
+    assert cards.startswith("the revealed order is not 2 decks and 1 wild cards (R-H1): ")
+    stacked = ["AS" if c[0] in "TJQK" else c for c in order]
+    (finding,) = composition_findings(stacked, 2, 1, 105)
+    assert finding.endswith(", and 9 other cards")  # 16 tens and the ace: 8 named

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -15,6 +16,7 @@ from eventsourcing.persistence import (
     DatetimeAsISO,
     DecimalAsStr,
     JSONTranscoder,
+    StoredEvent,
     Transcoder,
     TranscodingNotRegisteredError,
     UUIDAsHex,
@@ -23,6 +25,7 @@ from eventsourcing.popo import POPOFactory
 
 from ledger.aggregates.receipt import Receipt
 from ledger.application import GameLedger
+from ledger.errors import InvariantBroken
 from ledger.transcoding import LedgerTranscoder, ReusedEncoder
 
 CORPUS = Path(__file__).parent.parent / "corpus" / "ledger_events_v1.json"
@@ -117,3 +120,52 @@ def test_the_ledger_takes_the_transcoder_its_persistence_gives_and_speeds_up_onl
         UUID(int=1), datetime(2026, 1, 1, tzinfo=UTC), "r", "c", "f", {}, "a"))
     assert b'"request_id":"r"' in bytes(stored.state)  # its transcodings are registered
     ledger.close()
+
+
+def _corpus_event(topic: str) -> StoredEvent:
+    event = next(e for e in json.loads(CORPUS.read_text())["events"] if e["topic"] == topic)
+    return StoredEvent(originator_id=UUID(event["originator_id"]),
+                       originator_version=event["originator_version"], topic=topic,
+                       state=base64.b64decode(event["state"]))
+
+
+@pytest.mark.parametrize(("topic", "field", "value", "said"), [
+    ("pitboss:Round.CardDealt", "timestamp", "yesterday", '"yesterday", not a time'),
+    ("pitboss:Round.CardDealt", "card", 123, "123, not text"),
+    ("pitboss:Round.CardDealt", "face_up", 1, "1, not true or false"),
+    ("pitboss:Round.CardDealt", "position", 5.0, "5.0, not a whole number"),
+    ("pitboss:Round.StakeSettled", "rate", [1, "1"], '[1, "1"], not a list of whole numbers'),
+    ("pitboss:Round.RoundSettled", "results", {"P1": 1.5},
+     '{"P1": 1.5}, not a mapping of names to whole numbers'),
+    ("pitboss:Round.Created", "rules", None, "null, not a mapping"),
+    ("pitboss:Account.Posted", "round_id", "not-an-id", '"not-an-id", not an id'),
+])
+def test_a_stored_value_not_of_its_fields_kind_is_refused_naming_the_event_and_field(
+        topic: str, field: str, value: Any, said: str) -> None:
+    mapper = GameLedger(env={"PERSISTENCE_MODULE": "eventsourcing.popo"},
+                        shoe_key=bytes(32)).mapper
+    stored = _corpus_event(topic)
+    mapper.to_domain_event(stored)  # as recorded, it decodes
+    state = {**json.loads(stored.state), field: value}
+    altered = StoredEvent(originator_id=stored.originator_id,
+                          originator_version=stored.originator_version, topic=topic,
+                          state=json.dumps(state).encode())
+    with pytest.raises(InvariantBroken, match=re.escape(
+            f"v{stored.originator_version} ({topic}) does not decode: the field {field} "
+            f"holds {said}")):
+        mapper.to_domain_event(altered)
+
+
+@pytest.mark.parametrize("topic", ["pitboss:Round.CardSwapped", "elsewhere:Event"])
+def test_a_stored_event_of_a_kind_this_version_does_not_know_is_refused_in_a_sentence(
+        topic: str) -> None:
+    mapper = GameLedger(env={"PERSISTENCE_MODULE": "eventsourcing.popo"},
+                        shoe_key=bytes(32)).mapper
+    stored = _corpus_event("pitboss:Round.CardDealt")
+    renamed = StoredEvent(originator_id=stored.originator_id,
+                          originator_version=stored.originator_version, topic=topic,
+                          state=stored.state)
+    with pytest.raises(InvariantBroken, match=re.escape(
+            f"({topic}) does not decode: its topic names no kind of event this version of "
+            "pitboss knows")):
+        mapper.to_domain_event(renamed)
