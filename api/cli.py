@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -97,8 +98,31 @@ def _operator_can_mend(exc: BaseException) -> bool:
     return isinstance(exc, _OPERATOR_ERRORS)
 
 
+# `pitboss chain` keeps exit status 1 for an altered record: could it not walk the chain (no
+# database, no ledger there, a defect), it exits with this, so that an alarm on it tells one
+# from the other.
+CHAIN_NOT_WALKED_EXIT = 3
+
+
+class _ChainNotWalked(click.ClickException):
+    exit_code = CHAIN_NOT_WALKED_EXIT
+
+
 class _Commands(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return self._invoke(ctx)
+        except click.ClickException as exc:
+            if ctx.invoked_subcommand != "chain" or isinstance(exc, click.UsageError):
+                raise
+            raise _ChainNotWalked(exc.message) from exc
+        except Exception:
+            if ctx.invoked_subcommand != "chain":
+                raise
+            traceback.print_exc()
+            raise SystemExit(CHAIN_NOT_WALKED_EXIT) from None
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except _OPERATOR_ERRORS as exc:
@@ -522,7 +546,8 @@ def _head_hash(_: click.Context, __: click.Parameter, value: str | None) -> str 
                    "the kept head")
 def chain(expected_head: str | None, expected_at: int | None) -> None:
     """Walk the event store's hash chain in the database, every event recomputed against its
-    link, with a progress bar. Exits with status 1 if the record was altered."""
+    link, with a progress bar. Exits with status 1 if the record was altered, 3 if the chain
+    could not be walked (the database does not answer, or holds no ledger)."""
     if expected_at is not None and expected_head is None:
         raise click.UsageError("--expected-at names where --expected-head was taken: give both")
     with _database_ledger() as ledger:
