@@ -169,10 +169,27 @@ class DatabaseSettings:
             # No ping before every checkout (it cost a tenth of a decision): the library retries
             # a statement on a broken connection, and the pool drops broken connections.
             "POSTGRES_PRE_PING": "n",
-            # Never the library's database functions: their insert takes no lock, so notification
-            # ids could commit out of order. Set explicitly so a stray variable cannot enable it.
-            "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
+            **_PINNED,
         }
+
+
+# The library's own settings that change how events are stored, read or cached, or where a
+# password comes from. The library reads them from the whole process environment (and under
+# its applications' prefixes first), so a stray COMPRESSOR_TOPIC would store a record only
+# processes with it can read, and every other tool would call it altered. None is a setting of
+# pitboss: each is pinned, under every name the library looks for.
+_LIBRARY_SETTINGS: Final = {
+    # Never the library's database functions: their insert takes no lock, so notification ids
+    # could commit out of order.
+    "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
+    "COMPRESSOR_TOPIC": "", "CIPHER_TOPIC": "", "CIPHER_KEY": "", "TRANSCODER_TOPIC": "",
+    "MAPPER_TOPIC": "", "ORIGINATOR_ID_TYPE": "uuid", "APPLICATION_RECORDER_TOPIC": "",
+    "TRACKING_RECORDER_TOPIC": "", "PROCESS_RECORDER_TOPIC": "",
+    "POSTGRES_SINGLE_ROW_TRACKING": "t", "AGGREGATE_CACHE_MAXSIZE": "",
+    "POSTGRES_GET_PASSWORD_TOPIC": "",
+}
+_PINNED: Final = {f"{prefix}{name}": value for name, value in _LIBRARY_SETTINGS.items()
+                  for prefix in ("", "LEDGER_", "PROJECTIONS_")}
 
 
 def _format_url(settings: DatabaseSettings, password_part: str) -> str:

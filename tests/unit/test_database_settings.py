@@ -217,3 +217,22 @@ def test_a_data_folder_too_deep_for_a_socket_is_refused():
 
 def test_the_data_folder_is_made_absolute():
     assert embedded_data_dir("var/pgdata") == Path.cwd().resolve() / "var" / "pgdata"
+
+
+def test_the_librarys_own_storage_settings_in_the_environment_change_nothing(monkeypatch):
+    # Read from the whole process environment, a stray one compressed or encrypted the events
+    # of one process only, and every tool without it then called the record altered.
+    from ledger.application import GameLedger
+    from ledger.transcoding import CheckedMapper, LedgerTranscoder
+
+    for name, value in {"COMPRESSOR_TOPIC": "eventsourcing.compressor:ZlibCompressor",
+                        "LEDGER_CIPHER_TOPIC": "eventsourcing.cipher:AESCipher",
+                        "CIPHER_KEY": "a" * 44, "LEDGER_MAPPER_TOPIC": "eventsourcing:nothing",
+                        "TRANSCODER_TOPIC": "eventsourcing:nothing"}.items():
+        monkeypatch.setenv(name, value)
+    env = parse_database_url("postgresql://u:p@h/d").eventsourcing_env()
+    ledger = GameLedger(env={**env, "PERSISTENCE_MODULE": "eventsourcing.popo"})
+    assert (ledger.mapper.compressor, ledger.mapper.cipher) == (None, None)
+    assert type(ledger.mapper) is CheckedMapper
+    assert type(ledger.mapper.transcoder) is LedgerTranscoder
+    ledger.close()
