@@ -208,6 +208,9 @@ def prepare_service() -> tuple[DatabaseSettings, int]:
         head = prepare_store(ledger_env(settings, os.environ), load_shoe_key(os.environ))
     except (KeyConfigError, DatabaseSetupError, ShoeKeyError) as exc:
         raise click.ClickException(str(exc)) from exc
+    except InvariantBroken as exc:  # the newest live shoe, read to check the key, is broken
+        raise click.ClickException(f"the record does not read back: {exc}; `pitboss chain` "
+                                   "shows whether it was altered") from exc
     os.environ["PITBOSS_CREATE_TABLES"] = "no"
     return settings, head
 

@@ -251,6 +251,31 @@ def test_serve_refuses_to_start_with_a_key_that_does_not_open_the_live_shoe(
     assert "PITBOSS_SHOE_KEY" in result.output
 
 
+def test_serve_refuses_to_start_in_a_sentence_when_the_live_shoe_does_not_read_back(
+        postgres_env, database, monkeypatch):
+    env = postgres_env()
+    key = ShoeSealer.new_key()
+    ledger = GameLedger(env=env, shoe_key=key)
+    ledger.start_round("r", "dealer", ledger.open_table("t", "boss", "T1", CASINO))
+    ledger.close()
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:  # as its owner may
+        conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+        conn.execute(f"UPDATE {table} SET state = convert_to(regexp_replace(convert_from("
+                     "state, 'UTF8'), '\"cut\":[0-9]+', '\"cut\":\"x\"'), 'UTF8') "
+                     "WHERE topic = 'pitboss:Shoe.Created'")
+        conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
+    monkeypatch.setenv("PITBOSS_SHOE_KEY", key.hex())
+    monkeypatch.setattr("api.cli.os.execv", _must_not_start)
+    result = CliRunner().invoke(main, ["serve"])
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.output.startswith("Error: the record does not read back: the stored event ")
+    assert 'the field cut holds "x", not a whole number; `pitboss chain` shows' in result.output
+
+
 # --- over real HTTP --------------------------------------------------------------------------
 
 
