@@ -50,16 +50,22 @@ def run_worker(env: Mapping[str, str], stop: threading.Event, *, batch_size: int
     with Engine(env) as engine:
         _check_gaming_day(engine, env, log)
         waker = Waker(engine.reader, log)
+        answering = True
         try:
             _log_positions(engine, log, "projection worker started")
-            _loop(engine, waker, stop, batch_size, poll_interval_s, log)
+            answering = _loop(engine, waker, stop, batch_size, poll_interval_s, log)
         finally:
             waker.close()
-            _log_positions(engine, log, "projection worker stopped")
+            if answering:
+                _log_positions(engine, log, "projection worker stopped")
+            else:  # asking would wait out the connect timeouts again
+                log.info("projection worker stopped while the database was not answering; "
+                         "it resumes from the positions last committed")
 
 
 def _loop(engine: Engine, waker: Waker, stop: threading.Event, batch_size: int,
-          poll_interval_s: float, log: logging.Logger) -> None:
+          poll_interval_s: float, log: logging.Logger) -> bool:
+    """Project until ``stop``; whether the database was answering then."""
     backoff = BACKOFF_MIN_S
     reported = time.monotonic()
     read = 0
@@ -74,7 +80,8 @@ def _loop(engine: Engine, waker: Waker, stop: threading.Event, batch_size: int,
             continue
         except TRANSIENT as error:
             log.warning("the database is not answering (%s); retrying in %.1f s", error, backoff)
-            stop.wait(backoff)
+            if stop.wait(backoff):
+                return False
             backoff = min(backoff * 2, BACKOFF_MAX_S)
             _retry(engine.reload, log)
             continue
@@ -87,6 +94,7 @@ def _loop(engine: Engine, waker: Waker, stop: threading.Event, batch_size: int,
             reported, read = now, 0
         if not more:
             waker.wait(poll_interval_s, stop)
+    return True
 
 
 def _check_gaming_day(engine: Engine, env: Mapping[str, str], log: logging.Logger) -> None:
