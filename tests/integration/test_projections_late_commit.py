@@ -125,7 +125,8 @@ def test_a_writer_that_commits_late_is_neither_skipped_nor_stalls_the_worker(
     casino, _ = floor
     before = {p: casino.ledger.balance(p)["available"] for p in ("P1", "P2")}
     start = head(env)
-    late = Casino.on({**env, "APPLICATION_RECORDER_TOPIC": PAUSING})
+    # The service's environment pins the library's settings; the ledger's own name wins.
+    late = Casino.on({**env, "LEDGER_APPLICATION_RECORDER_TOPIC": PAUSING})
     recorder = late.ledger.recorder
     assert isinstance(recorder, PausingRecorder)
     recorder.armed = True
