@@ -63,6 +63,9 @@ def ledgers(env: dict[str, str]) -> Iterator[Callable[..., GameLedger]]:
         ledger.close()
 
 
+CARD_DEALT = "pitboss:Round.CardDealt"  # (the event class is made at import: untyped)
+
+
 def open_round(app: GameLedger, stakes: int = 2) -> tuple[UUID, UUID]:
     table = app.open_table("t", "boss", "T1", CASINO)
     for n in range(1, stakes + 1):
@@ -481,7 +484,7 @@ def test_a_card_that_is_no_card_is_a_broken_record_wherever_the_round_is_read(
     with behind_the_ledger(database, env) as (conn, table):
         conn.execute(f"UPDATE {table} SET state = convert_to(regexp_replace(convert_from("
                      "state, 'UTF8'), '\"card\":\"[^\"]*\"', '\"card\":\"ZZ\"'), 'UTF8') "
-                     "WHERE originator_id = %s AND topic = %s", (round_id, Round.CardDealt.TOPIC))
+                     "WHERE originator_id = %s AND topic = %s", (round_id, CARD_DEALT))
     fresh = ledgers()
     said = (f"the stored events of round {round_id} hold a value they cannot (an unknown "
             "value, 'ZZ')")
@@ -524,12 +527,12 @@ def test_the_round_check_finds_a_round_and_its_shoe_telling_different_stories(
     with behind_the_ledger(database, env) as (conn, table):
         if alteration == "back-dated":
             version = _alter_round_event(
-                conn, table, round_id, Round.CardDealt.TOPIC, last=True,
+                conn, table, round_id, CARD_DEALT, last=True,
                 change=lambda s: s.update(timestamp={"_type_": "datetime_iso",
                                                      "_data_": "2001-01-01T00:00:00+00:00"}))
             wanted = [f"v{version}: recorded at 2001-01-01T00:00:00+00:00, before v"]
         elif alteration == "card-from-another-shoe":
-            version = _alter_round_event(conn, table, round_id, Round.CardDealt.TOPIC,
+            version = _alter_round_event(conn, table, round_id, CARD_DEALT,
                                          change=lambda s: _hex_uuid(s, "shoe_id", other))
             wanted = [f"v{version}: a card dealt from shoe {other}, but the round was started "
                       f"with shoe {shoe_id} (R-H3)"]
