@@ -18,19 +18,28 @@ A changed gaming day (``PITBOSS_GAMING_DAY_*``) takes effect through a rebuild o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from psycopg.sql import SQL, Identifier
 
 from projections.base import NEXT, Curs, View, table_exists
-from projections.engine import Engine, Reader, build_projection, ddl_lock, projection_class
-from projections.settings import BATCH_SIZE_DEFAULT, GamingDay
+from projections.engine import (
+    NAMES,
+    Engine,
+    Reader,
+    build_projection,
+    ddl_lock,
+    projection_class,
+)
+from projections.settings import BATCH_SIZE_DEFAULT, GamingDay, ProjectionSetupError
 
 SWAP_LOCK_TIMEOUT_S = 10
+REBUILD_LOCK_CLASS = 0x70627262  # an advisory lock key's first half; the second: the view
 PROGRESS_INTERVAL_S = 5.0  # a long rebuild says how far it got this often
 
 _log = logging.getLogger("pitboss.projections")
@@ -47,7 +56,8 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
     stopping = stop.is_set if stop is not None else (lambda: False)
     reader = Reader(env)
     try:
-        with Engine(env, names=[name], generation=NEXT, fresh=True, reader=reader) as building:
+        with _alone(reader, name), \
+                Engine(env, names=[name], generation=NEXT, fresh=True, reader=reader) as building:
             target = reader.head()
             log.info("rebuilding %s from event 0 into fresh tables, up to notification %d "
                      "and what is written meanwhile", name, target)
@@ -74,6 +84,22 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
         reader.close()
     return {"projection": name, "events_read": read, "swapped": True, "position": position,
             "seconds": round(time.monotonic() - started, 3)}
+
+
+@contextlib.contextmanager
+def _alone(reader: Reader, name: str) -> Iterator[None]:
+    """One rebuild of a read model at a time: a second would drop the fresh tables the first
+    is filling. A session advisory lock, which PostgreSQL releases if the process dies."""
+    key = (REBUILD_LOCK_CLASS, NAMES.index(name))
+    with reader.recorder.datastore.get_connection() as conn:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s) AS got", key).fetchone()
+        if not (row and row["got"]):
+            raise ProjectionSetupError(f"a rebuild of {name} is already running: let it finish "
+                                       "(or stop it) first")
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
 
 
 def _progress(building: Engine, name: str, target: int, log: logging.Logger

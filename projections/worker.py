@@ -13,6 +13,7 @@ Positions and lags are logged when the worker starts and stops, and every
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -35,6 +36,7 @@ from projections.table_days import TableDaysView, stored_gaming_day
 REPORT_INTERVAL_S = 10.0
 BACKOFF_MIN_S = 0.5
 BACKOFF_MAX_S = 10.0
+CONFLICT_PAUSE_MAX_S = 0.05  # before reading the positions again after losing a race
 WAIT_SLICE_S = 0.25  # how often a wait looks at ``stop``
 LISTEN_RETRY_S = 5.0
 TRANSIENT = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
@@ -68,14 +70,17 @@ def _loop(engine: Engine, waker: Waker, stop: threading.Event, batch_size: int,
     """Project until ``stop``; whether the database was answering then."""
     backoff = BACKOFF_MIN_S
     reported = time.monotonic()
-    read = 0
+    read = lost = 0  # lost: batches refused since the last report (another worker's turn)
     while not stop.is_set():
         try:
             n, more = engine.step(batch_size)
             backoff = BACKOFF_MIN_S
         except TrackingConflict as conflict:
-            log.warning("%s: another worker or a rebuild moved it; reading the positions "
-                        "again", conflict)
+            if not lost:  # then counted: two workers racing lost a hundred a second
+                log.warning("%s: another worker or a rebuild moved it; reading the positions "
+                            "again", conflict)
+            lost += 1
+            stop.wait(random.uniform(0, CONFLICT_PAUSE_MAX_S))  # out of step with the other
             _retry(engine.reload, log)
             continue
         except TRANSIENT as error:
@@ -91,7 +96,11 @@ def _loop(engine: Engine, waker: Waker, stop: threading.Event, batch_size: int,
             if read:  # quiet while idle
                 _log_positions(engine, log, f"projected {read} events in the last "
                                             f"{now - reported:.0f} s")
-            reported, read = now, 0
+            if lost > 1:
+                log.warning("%d more batches refused in the last %.0f s: another worker is "
+                            "projecting the same database (one is enough)", lost - 1,
+                            now - reported)
+            reported, read, lost = now, 0, 0
         if not more:
             waker.wait(poll_interval_s, stop)
     return True

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from projections.engine import NAMES
 from projections.queries import ReadModels
 from projections.rebuild import rebuild
 from projections.rounds import RoundIndexProjection
-from projections.worker import run_worker
+from projections.worker import REPORT_INTERVAL_S, run_worker
 from tests.integration.test_projections_support import (
     WILD_HEAVY,
     Casino,
@@ -196,4 +197,31 @@ def test_two_workers_on_the_same_views_collide_and_never_count_an_event_twice(
     refused_at_0 = [m for m in warnings if m.startswith("balances: the view is no longer at 0: "
                                                         "another worker or a rebuild moved it")]
     assert len(refused_at_0) == 1, warnings
+    assert_exact(env, casino)
+
+
+def test_two_workers_racing_say_so_once_instead_of_at_every_lost_batch(
+        env: Env, casino: Casino, caplog: pytest.LogCaptureFixture) -> None:
+    # Small batches and a busy ledger: they lost a race about a hundred times a second, each
+    # a warning, and retried at once, in step with each other.
+    ReadModels(env).close()
+    stop = threading.Event()
+    log = logging.getLogger("pitboss.test.racing")
+    workers = [threading.Thread(target=run_worker, args=(env, stop), kwargs={
+        "batch_size": size, "poll_interval_s": 0.02, "log": log}) for size in (1, 2)]
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger=log.name):
+        for worker in workers:
+            worker.start()
+        try:
+            play(casino, 12, seed=5)
+            events = head(env)
+            wait_until(lambda: min(positions(env).values()) >= events, 30.0, "both workers")
+        finally:
+            stop.set()
+            for worker in workers:
+                worker.join(timeout=10)
+    intervals = 1 + int((time.monotonic() - started) / REPORT_INTERVAL_S)
+    lost = [r.getMessage() for r in caplog.records if "moved it" in r.getMessage()]
+    assert len(lost) <= 2 * intervals, lost  # one a worker in each report's interval
     assert_exact(env, casino)

@@ -17,7 +17,7 @@ from ledger.application import GameLedger
 from ledger.rules import CASINO
 from projections.engine import NAMES, PROJECTION_CLASSES
 from projections.queries import ReadModels
-from projections.rebuild import rebuild
+from projections.rebuild import REBUILD_LOCK_CLASS, rebuild
 from projections.settings import ProjectionSetupError
 from projections.worker import run_worker
 from tests.integration.test_projections_support import (
@@ -159,6 +159,21 @@ def test_a_rebuild_before_the_ledger_has_written_anything_builds_empty_views(env
         assert read_models.positions()[0]["ledger_head"] == 0
     finally:
         read_models.close()
+
+
+def test_a_second_rebuild_of_a_read_model_is_refused_while_one_runs(
+        env: Env, casino: Casino) -> None:
+    # It dropped the fresh tables the first was filling ("relation ... does not exist"), or
+    # the two deadlocked. The lock is the one a running rebuild holds for its whole length.
+    casino.simple_round(casino.table("Main", CASINO))
+    with connect(env) as running:
+        running.execute("SELECT pg_advisory_lock(%s, %s)",
+                        (REBUILD_LOCK_CLASS, NAMES.index("balances")))
+        with pytest.raises(ProjectionSetupError,
+                           match=r"^a rebuild of balances is already running: let it finish"):
+            rebuild(env, "balances")
+        assert rebuild(env, "round_index")["swapped"]  # another read model's goes ahead
+    assert rebuild(env, "balances")["swapped"]
 
 
 def test_an_unknown_projection_cannot_be_rebuilt(env: Env) -> None:
