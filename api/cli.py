@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -74,7 +75,8 @@ _OPERATOR_ERRORS = (DatabaseSetupError, ShoeKeyError, KeyConfigError, Projection
 # Of the database's refusals of a statement, those of a database not prepared for this
 # command: no such table or schema (yet), no right to it. Any other is a defect.
 _NO_RIGHT = "42501"  # insufficient_privilege
-_UNPREPARED_SQLSTATES = frozenset({"42P01", "3F000", _NO_RIGHT})
+_NO_SUCH_TABLE = "42P01"  # undefined_table
+_UNPREPARED_SQLSTATES = frozenset({_NO_SUCH_TABLE, "3F000", _NO_RIGHT})
 
 
 # The commands that create the tables unless CREATE_TABLE=n says not to.
@@ -178,6 +180,7 @@ def main(log_level: str) -> None:
 )
 def serve(host: str, port: int, workers: int, threads: int, config_file: Path | None) -> None:
     """Serve the API with gunicorn (starting the embedded PostgreSQL if none is configured)."""
+    _check_port_free(host, port)
     settings, _ = prepare_service()
     os.environ["DATABASE_URL"] = settings.url()
     if config_file is None and _REPO_GUNICORN_CONFIG.is_file():
@@ -213,6 +216,25 @@ def prepare_service() -> tuple[DatabaseSettings, int]:
                                    "shows whether it was altered") from exc
     os.environ["PITBOSS_CREATE_TABLES"] = "no"
     return settings, head
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Refuse a port something already listens on (gunicorn would retry, then stop in its
+    log), saying so."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM)[0]
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve on {host}: {exc.strerror or exc}") from exc
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot serve on {bind_address(host, port)}: {exc.strerror or exc} (another "
+                "pitboss, or another server, may be using it: stop it, or choose another "
+                "port with PORT or --port)") from exc
 
 
 def bind_address(host: str, port: int) -> str:
@@ -272,11 +294,11 @@ def db_stop(data_dir: Path) -> None:
               help="seconds between looks when idle (a NOTIFY wakes it sooner)")
 def project(batch_size: int, poll_interval_s: float) -> None:
     """Run the projection worker: keep the read models up to date until SIGTERM or Ctrl-C."""
-    settings = resolve_database(os.environ)
+    env = _projection_env()
     stop = threading.Event()
     with _stopping_on_signals(stop):
-        run_worker(ledger_env(settings, os.environ), stop, batch_size=batch_size,
-                   poll_interval_s=poll_interval_s, log=logging.getLogger("pitboss.projections"))
+        run_worker(env, stop, batch_size=batch_size, poll_interval_s=poll_interval_s,
+                   log=logging.getLogger("pitboss.projections"))
 
 
 @main.command()
@@ -300,9 +322,20 @@ def positions() -> None:
     """Each projection's position and how many events it is behind the ledger."""
     from projections.queries import ReadModels
 
-    read_models = ReadModels(_projection_env())
+    settings = _answering_database()
+    # Reading only: on a database the worker never ran on, it says so instead of creating.
+    read_models = ReadModels({**ledger_env(settings, os.environ), "CREATE_TABLE": "n"})
     try:
-        for row in read_models.positions():
+        with _database_ledger(settings):  # a database, and a schema, that hold a ledger
+            pass
+        try:
+            rows = read_models.positions()
+        except PersistenceProgrammingError as exc:
+            if _sqlstate(exc) != _NO_SUCH_TABLE:
+                raise
+            raise click.ClickException("the read models are not made yet: the projection "
+                                       "worker (pitboss project) makes them") from exc
+        for row in rows:
             click.echo(f"{row['projection']:<12} at {row['position']:>10,}  ledger head "
                        f"{row['ledger_head']:>10,}  behind {row['lag_events']:,}")
     finally:
@@ -310,7 +343,15 @@ def positions() -> None:
 
 
 def _projection_env() -> dict[str, str]:
-    return ledger_env(resolve_database(os.environ), os.environ)
+    return ledger_env(_answering_database(), os.environ)
+
+
+def _answering_database() -> DatabaseSettings:
+    """The database, checked to answer: the pool would only say it got no connection, where
+    this names the reason (refused, no such database, the password...)."""
+    settings = resolve_database(os.environ)
+    check_database(settings, timeout_s=settings.connect_timeout_s)
+    return settings
 
 
 @contextmanager
@@ -518,10 +559,10 @@ def _replay_from_database(round_id: UUID) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def _database_ledger() -> Iterator[GameLedger]:
-    """A ledger reading the database directly (as `pitboss db check` finds it), creating
-    nothing."""
-    settings = resolve_database(os.environ)
+def _database_ledger(settings: DatabaseSettings | None = None) -> Iterator[GameLedger]:
+    """A ledger reading the database directly (as `pitboss db check` finds it, unless
+    ``settings`` were found already), creating nothing."""
+    settings = settings or _answering_database()
     env = ledger_env(settings, os.environ)
     env["CREATE_TABLE"] = "n"
     ledger = GameLedger(env=env)
@@ -597,6 +638,8 @@ def demo(host: str, port: int, rounds: int) -> None:
     New demo keys (demo-auditor, demo-dealer, demo-cashier, demo-manager) replace the last
     run's in the key file, and are printed. Ctrl-C stops everything.
     """
+    # Before anything: another server on the port would answer the health check as this one.
+    _check_port_free(host, port)
     settings, head = prepare_service()
     empty = head == 0
     keys_path = default_keys_file(os.environ)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import stat
 import threading
 import uuid
@@ -206,31 +207,32 @@ def _must_not_start(*_: object) -> None:
 
 
 def test_serve_refuses_to_start_without_a_shoe_key_for_an_external_database(
-        tmp_path, database, monkeypatch):
+        tmp_path, database, monkeypatch, unused_port):
     monkeypatch.setenv("DATABASE_URL", database.url())
     monkeypatch.setenv("PITBOSS_SHOE_KEY_FILE", str(tmp_path / "missing.key"))
     monkeypatch.delenv("PITBOSS_SHOE_KEY", raising=False)
     monkeypatch.delenv("PITBOSS_SHOE_KEY_CREATE", raising=False)
     monkeypatch.setattr("api.cli.os.execv", _must_not_start)
-    result = CliRunner().invoke(main, ["serve"])
+    result = CliRunner().invoke(main, ["serve", "--port", str(unused_port)])
     assert result.exit_code == 1
     assert "no shoe key" in result.output
 
 
 @pytest.mark.parametrize("keys", ["not json", '[{"name": "ann", "role": "croupier"}]'])
-def test_serve_refuses_to_start_with_keys_it_cannot_read(database, monkeypatch, keys):
+def test_serve_refuses_to_start_with_keys_it_cannot_read(database, monkeypatch, keys,
+                                                         unused_port):
     # Found by the workers instead, after "serving on", each dying with a traceback.
     monkeypatch.setenv("DATABASE_URL", database.url())
     monkeypatch.setenv("PITBOSS_KEYS", keys)
     monkeypatch.setattr("api.cli.os.execv", _must_not_start)
-    result = CliRunner().invoke(main, ["serve"])
+    result = CliRunner().invoke(main, ["serve", "--port", str(unused_port)])
     assert result.exit_code == 1
     assert "PITBOSS_KEYS" in result.output
     assert "serving on" not in result.output
 
 
 def test_serve_refuses_to_start_with_a_key_that_does_not_open_the_live_shoe(
-        postgres_env, database, monkeypatch):
+        postgres_env, database, monkeypatch, unused_port):
     env = postgres_env()
     sealed_with = ShoeSealer.new_key()
     ledger = GameLedger(env=env, shoe_key=sealed_with)
@@ -245,14 +247,14 @@ def test_serve_refuses_to_start_with_a_key_that_does_not_open_the_live_shoe(
     monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
     monkeypatch.setenv("PITBOSS_SHOE_KEY", ShoeSealer.new_key().hex())
     monkeypatch.setattr("api.cli.os.execv", _must_not_start)
-    result = CliRunner().invoke(main, ["serve"])
+    result = CliRunner().invoke(main, ["serve", "--port", str(unused_port)])
     assert result.exit_code == 1
     assert "does not open the newest live shoe" in result.output
     assert "PITBOSS_SHOE_KEY" in result.output
 
 
 def test_serve_refuses_to_start_in_a_sentence_when_the_live_shoe_does_not_read_back(
-        postgres_env, database, monkeypatch):
+        postgres_env, database, monkeypatch, unused_port):
     env = postgres_env()
     key = ShoeSealer.new_key()
     ledger = GameLedger(env=env, shoe_key=key)
@@ -269,11 +271,28 @@ def test_serve_refuses_to_start_in_a_sentence_when_the_live_shoe_does_not_read_b
     monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
     monkeypatch.setenv("PITBOSS_SHOE_KEY", key.hex())
     monkeypatch.setattr("api.cli.os.execv", _must_not_start)
-    result = CliRunner().invoke(main, ["serve"])
+    result = CliRunner().invoke(main, ["serve", "--port", str(unused_port)])
     assert result.exit_code == 1
     assert isinstance(result.exception, SystemExit), repr(result.exception)
     assert result.output.startswith("Error: the record does not read back: the stored event ")
     assert 'the field cut holds "x", not a whole number; `pitboss chain` shows' in result.output
+
+
+def test_demo_and_serve_refuse_a_port_in_use_before_touching_anything(tmp_path, monkeypatch,
+                                                                      unused_port):
+    # Another server's health check answered for the demo, which printed its banner and
+    # replaced the demo keys, then failed to bind.
+    keys = tmp_path / "keys.jsonl"
+    monkeypatch.setenv("PITBOSS_KEYS_FILE", str(keys))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", unused_port))
+        busy.listen()
+        for command in ("demo", "serve"):
+            result = CliRunner().invoke(main, [command, "--port", str(unused_port)])
+            assert result.exit_code == 1, result.output
+            assert result.output.startswith(
+                f"Error: cannot serve on 127.0.0.1:{unused_port}: Address already in use")
+    assert not keys.exists()  # no demo key written
 
 
 # --- over real HTTP --------------------------------------------------------------------------
@@ -397,13 +416,32 @@ def test_the_chain_command_walks_the_database_and_fails_on_another_head(
 
 
 def test_reading_commands_say_so_when_the_database_holds_no_ledger(database, monkeypatch):
+    schema = f"nothing_{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("DATABASE_URL", database.url())
-    monkeypatch.setenv("POSTGRES_SCHEMA", f"nothing_{uuid.uuid4().hex[:8]}")
-    for argv, status in ((["chain"], CHAIN_NOT_WALKED_EXIT), (["replay", str(uuid.uuid4())], 1)):
+    monkeypatch.setenv("POSTGRES_SCHEMA", schema)
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")  # (positions created its read models here)
+    for argv, status in ((["chain"], CHAIN_NOT_WALKED_EXIT), (["replay", str(uuid.uuid4())], 1),
+                         (["positions"], 1)):
         result = CliRunner().invoke(main, argv)
         assert result.exit_code == status, result.output
         assert "holds no ledger yet" in result.output
         assert "Traceback" not in result.output
+    with psycopg.connect(database.conninfo()) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s",
+                            (schema,)).fetchone() == (0,)
+
+
+def test_positions_says_when_the_worker_never_made_the_read_models(postgres_env, database,
+                                                                   monkeypatch):
+    env = postgres_env()
+    GameLedger(env=env, shoe_key=ShoeSealer.new_key()).close()  # the ledger's tables only
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
+    result = CliRunner().invoke(main, ["positions"])
+    assert result.exit_code == 1, result.output
+    assert result.output == ("Error: the read models are not made yet: the projection worker "
+                             "(pitboss project) makes them\n")
 
 
 UNREACHABLE = {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/nothing",
@@ -411,10 +449,13 @@ UNREACHABLE = {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/nothing",
 
 
 @pytest.mark.parametrize(("env", "argv", "said"), [
-    (UNREACHABLE, ["positions"], "database error: "),
-    (UNREACHABLE, ["rebuild", "balances"], "database error: "),
-    (UNREACHABLE, ["replay", "00000000-0000-0000-0000-000000000000"], "database error: "),
-    (UNREACHABLE, ["chain"], "database error: "),
+    # The reason, as `pitboss db check` gives it (the pool said only that it got no connection).
+    (UNREACHABLE, ["positions"], "PostgreSQL at 127.0.0.1:1/nothing is unavailable: "),
+    (UNREACHABLE, ["rebuild", "balances"], "PostgreSQL at 127.0.0.1:1/nothing is unavailable: "),
+    (UNREACHABLE, ["replay", "00000000-0000-0000-0000-000000000000"],
+     "PostgreSQL at 127.0.0.1:1/nothing is unavailable: "),
+    (UNREACHABLE, ["chain"], "PostgreSQL at 127.0.0.1:1/nothing is unavailable: "),
+    (UNREACHABLE, ["project"], "PostgreSQL at 127.0.0.1:1/nothing is unavailable: "),
     ({"PITBOSS_GAMING_DAY_TZ": "Mars/Olympus"}, ["positions"], "not an IANA time zone"),
     ({"PITBOSS_GAMING_DAY_START": "6am"}, ["project"], "HH:MM"),
 ])
