@@ -331,9 +331,11 @@ def _limits_from(environ: Mapping[str, str]) -> dict[str, Any]:
     return limits
 
 
-def _check_switches(environ: Mapping[str, str]) -> None:
-    """The yes/no settings the eventsourcing library reads, checked here with a sentence: the
-    library would stop the start with a traceback."""
+def _check_library_settings(environ: Mapping[str, str]) -> None:
+    """The settings the eventsourcing library reads itself, checked here with a sentence
+    naming the variable: the library would stop the start with a traceback, or name the
+    variable without its prefix. The yes/no ones, and the ledger's and the read models' own
+    limits (the unprefixed ones are read with the database settings)."""
     for variable in _SWITCH_VARIABLES:
         text = environ.get(variable, "")
         try:
@@ -342,6 +344,13 @@ def _check_switches(environ: Mapping[str, str]) -> None:
         except ValueError:
             raise DatabaseConfigError(f"{variable} is yes or no (y, n, true, false, 1, 0), "
                                       f"not {text!r}") from None
+    for prefix in ("LEDGER_", "PROJECTIONS_"):
+        for name, minimum in _LIMIT_VARIABLES.values():
+            variable, text = prefix + name, environ.get(prefix + name, "").strip()
+            if text and not (text.isascii() and text.isdigit()
+                             and minimum <= int(text) <= _LIMITS_MAX):
+                raise DatabaseConfigError(f"{variable} must be a whole number from {minimum} "
+                                          f"to {_LIMITS_MAX}, not {text!r}")
 
 
 def external_database_configured(environ: Mapping[str, str]) -> bool:
@@ -359,7 +368,7 @@ def resolve_database(
 
     ``data_dir`` overrides ``PITBOSS_DATA_DIR`` for the embedded server.
     """
-    _check_switches(environ)
+    _check_library_settings(environ)
     url = environ.get("DATABASE_URL", "").strip()
     if url:
         settings = parse_database_url(url)

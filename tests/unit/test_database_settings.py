@@ -196,6 +196,18 @@ def test_a_yes_or_no_setting_is_refused_with_a_sentence_unless_yes_or_no(variabl
         resolve_database({**environ, variable: word})
 
 
+@pytest.mark.parametrize(("variable", "value"), [
+    ("PROJECTIONS_POSTGRES_POOL_SIZE", "abc"), ("LEDGER_POSTGRES_MAX_OVERFLOW", "-1"),
+    ("PROJECTIONS_POSTGRES_CONNECT_TIMEOUT", "0"), ("LEDGER_POSTGRES_POOL_SIZE", "1e3")])
+def test_the_ledgers_and_read_models_own_limits_are_refused_under_their_own_names(variable,
+                                                                                  value):
+    # The library named them without their prefix ("key 'POSTGRES_POOL_SIZE' is invalid").
+    environ = {"DATABASE_URL": "postgresql://bob@db.example/a", variable: value}
+    with pytest.raises(DatabaseConfigError, match=f"^{variable} must be a whole number from "):
+        resolve_database(environ)
+    resolve_database({**environ, variable: "3"})
+
+
 def test_resolving_logs_the_masked_url(caplog):
     with caplog.at_level(logging.INFO, logger="pitboss.database"):
         resolve_database({"DATABASE_URL": "postgresql://bob:s3cret@db.example/ledger"})
