@@ -63,6 +63,7 @@ from projections.worker import run_worker
 # deploy/ sits next to the packages in a source checkout (the editable install of `make run`).
 _REPO_GUNICORN_CONFIG = Path(__file__).resolve().parent.parent / "deploy" / "gunicorn.conf.py"
 WSGI_APP = "api.wsgi:app"
+GUNICORN_TIMEOUT_MAX_S = 3600
 
 
 # What the person at the terminal can mend (a setting, a key file, a database that is down or
@@ -180,7 +181,7 @@ def main(log_level: str) -> None:
 )
 def serve(host: str, port: int, workers: int, threads: int, config_file: Path | None) -> None:
     """Serve the API with gunicorn (starting the embedded PostgreSQL if none is configured)."""
-    _check_port_free(host, port)
+    _check_serving(host, port)
     settings, _ = prepare_service()
     os.environ["DATABASE_URL"] = settings.url()
     if config_file is None and _REPO_GUNICORN_CONFIG.is_file():
@@ -218,9 +219,14 @@ def prepare_service() -> tuple[DatabaseSettings, int]:
     return settings, head
 
 
-def _check_port_free(host: str, port: int) -> None:
-    """Refuse a port something already listens on (gunicorn would retry, then stop in its
-    log), saying so."""
+def _check_serving(host: str, port: int) -> None:
+    """What gunicorn would refuse only in its log, or with a traceback: its timeout setting,
+    and a port something already listens on (it retries, then stops)."""
+    timeout = os.environ.get("GUNICORN_TIMEOUT_S", "").strip()
+    if timeout and not (timeout.isascii() and timeout.isdigit()
+                        and 1 <= int(timeout) <= GUNICORN_TIMEOUT_MAX_S):
+        raise click.ClickException(f"GUNICORN_TIMEOUT_S is a whole number of seconds from 1 "
+                                   f"to {GUNICORN_TIMEOUT_MAX_S}, not {timeout!r}")
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM)[0]
@@ -639,7 +645,7 @@ def demo(host: str, port: int, rounds: int) -> None:
     run's in the key file, and are printed. Ctrl-C stops everything.
     """
     # Before anything: another server on the port would answer the health check as this one.
-    _check_port_free(host, port)
+    _check_serving(host, port)
     settings, head = prepare_service()
     empty = head == 0
     keys_path = default_keys_file(os.environ)

@@ -295,6 +295,18 @@ def test_demo_and_serve_refuse_a_port_in_use_before_touching_anything(tmp_path, 
     assert not keys.exists()  # no demo key written
 
 
+@pytest.mark.parametrize("timeout", ["abc", "0", "-5", "1e2"])
+def test_serve_refuses_a_gunicorn_timeout_that_is_no_number_of_seconds(monkeypatch, unused_port,
+                                                                      timeout):
+    # gunicorn said "serving on", then failed to read its configuration, with a traceback.
+    monkeypatch.setenv("GUNICORN_TIMEOUT_S", timeout)
+    for command in ("demo", "serve"):
+        result = CliRunner().invoke(main, [command, "--port", str(unused_port)])
+        assert result.exit_code == 1, result.output
+        assert result.output == ("Error: GUNICORN_TIMEOUT_S is a whole number of seconds from "
+                                 f"1 to 3600, not {timeout!r}\n")
+
+
 # --- over real HTTP --------------------------------------------------------------------------
 
 
