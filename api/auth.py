@@ -142,6 +142,8 @@ def _key_from(item: object, source: str) -> ApiKey:
         return ApiKey(name=item["name"], role=item["role"], key_hash=item["key_hash"])
     except KeyError as exc:
         raise KeyConfigError(f"{source}: a key lacks {exc.args[0]!r}") from None
+    except KeyConfigError as exc:  # a value the key refuses: say where it was read
+        raise KeyConfigError(f"{source}: {exc}") from None
 
 
 def _read_records(path: Path) -> list[dict[str, Any]]:

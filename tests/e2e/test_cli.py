@@ -163,8 +163,9 @@ def test_a_bad_edit_of_the_key_file_keeps_the_keys_it_had(tmp_path, database, ed
     '{"name": "a", "role": "auditor", "key_hash": "' + "1" * 64 + '"}',
 ])
 def test_a_malformed_key_file_is_refused_with_a_reason(text):
-    with pytest.raises(KeyConfigError):
-        parse_keys(text, source="keys")
+    # Naming the file it was read from (a bad role or key_hash did not).
+    with pytest.raises(KeyConfigError, match=r"^/etc/pitboss/keys\.jsonl"):
+        parse_keys(text, source="/etc/pitboss/keys.jsonl")
 
 
 def test_keys_may_come_from_the_environment(tmp_path):
