@@ -43,6 +43,10 @@ class ApiError(Exception):
         self.problem = dict(problem)
 
 
+class Unreachable(ConnectionError):
+    """No connection to the API could be made (retried as any lost connection is)."""
+
+
 class Client:
     """Calls the API with one bearer key over one keep-alive connection."""
 
@@ -69,7 +73,12 @@ class Client:
 
     def _connection(self) -> _Connection:
         if self._conn is None:
-            self._conn = _Connection(self._host, self._port, self._https, self._timeout_s)
+            try:
+                self._conn = _Connection(self._host, self._port, self._https, self._timeout_s)
+            except (ConnectionError, TimeoutError, socket.gaierror) as exc:
+                # The message alone ("Connection refused") would not say which server.
+                raise Unreachable(f"the API at {self.url} does not answer: "
+                                  f"{exc.strerror or exc}") from exc
         return self._conn
 
     def get(self, path: str, **query: Any) -> Any:

@@ -4,6 +4,7 @@ keep-alive, chunked and close-delimited bodies, a dropped connection, a broken a
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from api.client import ApiError, Client, ProtocolError
+from api.client import ApiError, Client, ProtocolError, Unreachable
 
 DROP = b""  # close the connection instead of answering
 
@@ -169,3 +170,11 @@ def test_an_answer_that_is_not_http_is_a_protocol_error(server):
         client.get("/x")
     client.close()
     assert len(server.requests) == 4  # the first try and three more, each on a new connection
+
+
+def test_an_api_that_does_not_answer_is_named_with_its_url(unused_port):
+    # The CLI said only "[Errno 111] Connection refused".
+    url = f"http://127.0.0.1:{unused_port}"
+    with pytest.raises(Unreachable, match=re.escape(
+            f"the API at {url} does not answer: Connection refused")):
+        Client(url, "pbk_x").get("/healthz")
