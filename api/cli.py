@@ -140,6 +140,9 @@ class _Commands(click.Group):
                     first_line += (" (a role that may not create tables, such as the service "
                                    "role, runs with CREATE_TABLE=n: see Database roles in the "
                                    "README)")
+                elif _sqlstate(exc) == _NO_RIGHT and ctx.invoked_subcommand == "rebuild":
+                    first_line += (" (a rebuild makes new tables and swaps them in: run it as "
+                                   "the tables' owner, see Database roles in the README)")
             raise click.ClickException(first_line) from exc
 
 

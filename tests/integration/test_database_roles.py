@@ -155,7 +155,7 @@ def test_a_rebuilt_read_model_keeps_the_grants_of_the_one_it_replaced(
 
 def test_the_service_role_starts_the_service_on_the_owners_tables_with_create_table_n(
         roles: tuple[Env, dict[str, str]], database: DatabaseSettings,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, unused_port: int) -> None:
     env, names = roles
     service = dataclasses.replace(database, user=names["pitboss_service"])
     environ = {"POSTGRES_SCHEMA": env["POSTGRES_SCHEMA"]}
@@ -168,15 +168,16 @@ def test_the_service_role_starts_the_service_on_the_owners_tables_with_create_ta
     monkeypatch.setenv("PITBOSS_SHOE_KEY", ShoeSealer.new_key().hex())
     monkeypatch.delenv("CREATE_TABLE", raising=False)
     monkeypatch.setattr("api.cli.os.execv", _must_not_start)
-    result = CliRunner().invoke(main, ["serve"])
+    result = CliRunner().invoke(main, ["serve", "--port", str(unused_port)])
     assert result.exit_code == 1
     assert "permission denied" in result.output
     assert "runs with CREATE_TABLE=n: see Database roles in the README" in result.output
     # Where the setting changes nothing (a rebuild creates its tables whatever it says), the
-    # refusal does not point at it.
+    # refusal does not point at it, but at the role a rebuild runs as.
     result = CliRunner().invoke(main, ["rebuild", "balances"])
     assert result.exit_code == 1
     assert "permission denied" in result.output
     assert "CREATE_TABLE" not in result.output
+    assert "run it as the tables' owner, see Database roles in the README)" in result.output
     monkeypatch.setenv("CREATE_TABLE", "n")  # as README's Database roles says to start it
     assert prepare_store(ledger_env(service, environ), ShoeSealer.new_key()) == 0
