@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
+import psycopg
 from eventsourcing.persistence import Notification, ProgrammingError
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore, PostgresFactory
 from eventsourcing.utils import Environment, strtobool
@@ -54,6 +55,7 @@ from projections.table_days import TableDaysProjection, TableDaysView
 PROJECTION_CLASSES: tuple[type[BatchProjection[Any]], ...] = (
     BalancesProjection, RoundIndexProjection, TableDaysProjection)
 NAMES = tuple(cls.name for cls in PROJECTION_CLASSES)
+OWN_CONNECT_TIMEOUT_S = 5
 READER_DEFAULTS = {"LEDGER_POSTGRES_POOL_SIZE": "1", "LEDGER_POSTGRES_MAX_OVERFLOW": "2"}
 T = TypeVar("T")
 SAVE_EVENTS_MAX = 1000  # far more than one request saves (a round's settlement: about 20)
@@ -166,6 +168,15 @@ class Reader:
     def page(self, after: int, limit: int) -> Sequence[Notification]:
         return self._read(lambda: self.recorder.select_notifications(
             after, limit, inclusive_of_start=False), [])
+
+    def own_connection(self) -> psycopg.Connection[Any]:
+        """A connection of the reader's database outside its pool: for a LISTEN, or a lock
+        held for a long time while the pool's connections (however few) do the reading."""
+        pool_kwargs = self.recorder.datastore.pool.kwargs
+        kwargs: dict[str, Any] = pool_kwargs if isinstance(pool_kwargs, dict) else {}
+        return psycopg.connect(**{k: v for k, v in kwargs.items()
+                                  if k in ("dbname", "host", "port", "user", "password")},
+                               autocommit=True, connect_timeout=OWN_CONNECT_TIMEOUT_S)
 
     def decode(self, notification: Notification) -> Any:
         return self.ledger.mapper.to_domain_event(notification)

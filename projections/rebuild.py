@@ -91,15 +91,14 @@ def _alone(reader: Reader, name: str) -> Iterator[None]:
     """One rebuild of a read model at a time: a second would drop the fresh tables the first
     is filling. A session advisory lock, which PostgreSQL releases if the process dies."""
     key = (REBUILD_LOCK_CLASS, NAMES.index(name))
-    with reader.recorder.datastore.get_connection() as conn:
-        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s) AS got", key).fetchone()
-        if not (row and row["got"]):
+    # On a connection of its own: the reader's pool may hold a single one, which the
+    # rebuild's reads need.
+    with reader.own_connection() as conn:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key).fetchone()
+        if not (row and row[0]):
             raise ProjectionSetupError(f"a rebuild of {name} is already running: let it finish "
                                        "(or stop it) first")
-        try:
-            yield
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+        yield  # the lock goes with the connection
 
 
 def _progress(building: Engine, name: str, target: int, log: logging.Logger

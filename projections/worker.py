@@ -71,24 +71,26 @@ def _loop(engine: Engine, waker: Waker, stop: threading.Event, batch_size: int,
     backoff = BACKOFF_MIN_S
     reported = time.monotonic()
     read = lost = 0  # lost: batches refused since the last report (another worker's turn)
+    answering = True
     while not stop.is_set():
         try:
             n, more = engine.step(batch_size)
-            backoff = BACKOFF_MIN_S
+            backoff, answering = BACKOFF_MIN_S, True
         except TrackingConflict as conflict:
             if not lost:  # then counted: two workers racing lost a hundred a second
                 log.warning("%s: another worker or a rebuild moved it; reading the positions "
                             "again", conflict)
             lost += 1
             stop.wait(random.uniform(0, CONFLICT_PAUSE_MAX_S))  # out of step with the other
-            _retry(engine.reload, log)
+            answering = _retry(engine.reload, log)
             continue
         except TRANSIENT as error:
             log.warning("the database is not answering (%s); retrying in %.1f s", error, backoff)
+            answering = False
             if stop.wait(backoff):
-                return False
+                break
             backoff = min(backoff * 2, BACKOFF_MAX_S)
-            _retry(engine.reload, log)
+            answering = _retry(engine.reload, log)
             continue
         read += n
         now = time.monotonic()
@@ -103,7 +105,7 @@ def _loop(engine: Engine, waker: Waker, stop: threading.Event, batch_size: int,
             reported, read, lost = now, 0, 0
         if not more:
             waker.wait(poll_interval_s, stop)
-    return True
+    return answering
 
 
 def _check_gaming_day(engine: Engine, env: Mapping[str, str], log: logging.Logger) -> None:
@@ -119,11 +121,14 @@ def _check_gaming_day(engine: Engine, env: Mapping[str, str], log: logging.Logge
                             built.describe(), wanted.describe())
 
 
-def _retry(action: Callable[[], None], log: logging.Logger) -> None:
+def _retry(action: Callable[[], None], log: logging.Logger) -> bool:
+    """``action``; whether the database answered."""
     try:
         action()
     except TRANSIENT as error:
         log.warning("the database is still not answering (%s)", error)
+        return False
+    return True
 
 
 def _log_positions(engine: Engine, log: logging.Logger, what: str) -> None:
@@ -141,10 +146,7 @@ class Waker:
     """Wakes the worker when the ledger commits (``LISTEN`` on its channel), else on time."""
 
     def __init__(self, reader: Reader, log: logging.Logger) -> None:
-        pool_kwargs = reader.recorder.datastore.pool.kwargs
-        kwargs: dict[str, Any] = pool_kwargs if isinstance(pool_kwargs, dict) else {}
-        self._connect_kwargs = {k: v for k, v in kwargs.items()
-                                if k in ("dbname", "host", "port", "user", "password")}
+        self._reader = reader
         self._channel = reader.channel
         self._log = log
         self._conn: psycopg.Connection[Any] | None = None
@@ -155,8 +157,7 @@ class Waker:
         if self._conn is None and time.monotonic() >= self._next_attempt:
             self._next_attempt = time.monotonic() + LISTEN_RETRY_S
             try:
-                conn = psycopg.connect(**self._connect_kwargs, autocommit=True,
-                                       connect_timeout=5)
+                conn = self._reader.own_connection()
                 conn.execute(SQL("LISTEN {}").format(Identifier(self._channel)))
                 self._conn = conn
             except psycopg.Error as error:
