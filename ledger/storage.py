@@ -761,7 +761,8 @@ def unguarded(recorder: LedgerRecorder) -> list[str]:
     chain would tell)."""
     table, schema = recorder.events_table_name, recorder.datastore.schema
     with recorder.datastore.transaction(commit=False) as curs:
-        curs.execute("SELECT t.tgname, t.tgenabled, t.tgtype, n.nspname, p.proname, p.prosrc "
+        curs.execute("SELECT t.tgname, t.tgenabled, t.tgtype, n.nspname, p.proname, p.prosrc, "
+                     "t.tgqual IS NULL AND cardinality(t.tgattr::int2[]) = 0 AS always "
                      "FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid "
                      "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE t.tgrelid = "
                      "(quote_ident(%s) || '.' || quote_ident(%s))::regclass",
@@ -780,9 +781,9 @@ def unguarded(recorder: LedgerRecorder) -> list[str]:
         elif row["tgenabled"] not in ("O", "A"):
             out.append(f"the trigger {name} is disabled (or fires in replicas only): "
                        f"{not_refused}")
-        elif row["tgtype"] & fires_on != fires_on:
-            out.append(f"the trigger {name} was made again to fire on other statements: "
-                       f"{not_refused}")
+        elif row["tgtype"] & fires_on != fires_on or not row["always"]:
+            out.append(f"the trigger {name} was made again to fire on other statements, or "
+                       f"only on some rows or columns: {not_refused}")
         elif (row["nspname"], row["proname"]) != refuse:
             out.append(f"the trigger {name} runs {row['nspname']}.{row['proname']}(), not "
                        f"{'.'.join(refuse)}(): {not_refused} unless that refuses")

@@ -658,12 +658,13 @@ def test_the_chain_walk_warns_while_the_event_table_is_left_open_to_change(
 
 
 @pytest.mark.parametrize("change", ["function-rewritten", "fires-on-insert",
-                                    "runs-another-function"])
+                                    "runs-another-function", "fires-when-false",
+                                    "fires-on-one-column"])
 def test_the_chain_walk_warns_when_a_refusing_trigger_no_longer_refuses(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings,
         env: dict[str, str], change: str) -> None:
     # Enabled, and named as pitboss names it, yet letting changes through: the walk said
-    # nothing while the owner deleted the last event.
+    # nothing while the owner changed an event.
     _, recorder = with_a_round(ledgers)
     schema = env["POSTGRES_SCHEMA"]
     table, refuse = f'"{schema}".ledger_events', f'"{schema}".ledger_events_refuse_change'
@@ -679,16 +680,21 @@ def test_the_chain_walk_warns_when_a_refusing_trigger_no_longer_refuses(
             if change == "runs-another-function":
                 function = f'"{schema}".let_through'
                 conn.execute(f"CREATE FUNCTION {function}() {let_through}")
-            on = "AFTER INSERT" if change == "fires-on-insert" else "BEFORE UPDATE OR DELETE"
+            on = {"fires-on-insert": "AFTER INSERT",
+                  "fires-on-one-column": "BEFORE UPDATE OF chain_hash OR DELETE"}.get(
+                      change, "BEFORE UPDATE OR DELETE")
+            when = "WHEN (false)" if change == "fires-when-false" else ""
             conn.execute(f"DROP TRIGGER ledger_events_immutable ON {table}")
             conn.execute(f"CREATE TRIGGER ledger_events_immutable {on} ON {table} FOR EACH ROW "
-                         f"EXECUTE FUNCTION {function}()")
-            said = ("the trigger ledger_events_immutable was made again to fire on other "
-                    "statements" if change == "fires-on-insert" else
-                    f"the trigger ledger_events_immutable runs {schema}.let_through(), not "
-                    f"{schema}.ledger_events_refuse_change()")
-        conn.execute(f"DELETE FROM {table} WHERE notification_id = "
-                     f"(SELECT max(notification_id) FROM {table})")  # the door is open
+                         f"{when} EXECUTE FUNCTION {function}()")
+            said = (f"the trigger ledger_events_immutable runs {schema}.let_through(), not "
+                    f"{schema}.ledger_events_refuse_change()"
+                    if change == "runs-another-function" else
+                    "the trigger ledger_events_immutable was made again to fire on other "
+                    "statements, or only on some rows or columns")
+        changed = conn.execute(f"UPDATE {table} SET state = state WHERE notification_id = "
+                               f"(SELECT min(notification_id) FROM {table})")
+        assert changed.rowcount == 1  # the door is open
     warnings = verify_chain(recorder).warnings
     assert [w for w in warnings if w.startswith(said)], warnings
 
