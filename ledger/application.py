@@ -984,6 +984,8 @@ class GameLedger(Application[UUID]):
         events = [event for aggregate in aggregates for event in aggregate.collect_events()]
         events.append(receipt)
         self.recorder.insert_events([self.mapper.to_stored_event(e) for e in events])
+        if self.snapshots is None:  # snapshotting turned off (IS_SNAPSHOTTING_ENABLED)
+            return
         due = []
         for aggregate in aggregates:
             interval = self.snapshotting_intervals.get(type(aggregate))
@@ -993,7 +995,6 @@ class GameLedger(Application[UUID]):
         if due:
             # Of the aggregate in hand, as committed: the library's take_snapshot would load
             # it from the store again.
-            assert self.snapshots is not None
             self.snapshots.put([type(a).Snapshot.take(a) for a in due])
 
     def _answer(self, receipt_id: UUID, request_id: str, fingerprint: str,

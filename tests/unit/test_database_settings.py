@@ -240,11 +240,28 @@ def test_the_librarys_own_storage_settings_in_the_environment_change_nothing(mon
     for name, value in {"COMPRESSOR_TOPIC": "eventsourcing.compressor:ZlibCompressor",
                         "LEDGER_CIPHER_TOPIC": "eventsourcing.cipher:AESCipher",
                         "CIPHER_KEY": "a" * 44, "LEDGER_MAPPER_TOPIC": "eventsourcing:nothing",
-                        "TRANSCODER_TOPIC": "eventsourcing:nothing"}.items():
+                        "TRANSCODER_TOPIC": "eventsourcing:nothing",
+                        "LEDGER_IS_SNAPSHOTTING_ENABLED": "n"}.items():
         monkeypatch.setenv(name, value)
     env = parse_database_url("postgresql://u:p@h/d").eventsourcing_env()
     ledger = GameLedger(env={**env, "PERSISTENCE_MODULE": "eventsourcing.popo"})
     assert (ledger.mapper.compressor, ledger.mapper.cipher) == (None, None)
     assert type(ledger.mapper) is CheckedMapper
     assert type(ledger.mapper.transcoder) is LedgerTranscoder
+    assert ledger.snapshots is not None
+    ledger.close()
+
+
+def test_a_ledger_without_snapshots_saves_the_event_a_snapshot_would_follow():
+    # Snapshotting turned off, the 200th event of an account (when one is due) failed a bare
+    # assertion.
+    from ledger.application import GameLedger
+
+    ledger = GameLedger(env={"PERSISTENCE_MODULE": "eventsourcing.popo",
+                             "IS_SNAPSHOTTING_ENABLED": "n"})
+    assert ledger.snapshots is None
+    ledger.open_account("a", "cashier", "P1")
+    for n in range(200):
+        ledger.buy_in(f"b{n}", "cashier", "P1", 1)
+    assert ledger.balance("P1")["available"] == 200
     ledger.close()
