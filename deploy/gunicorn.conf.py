@@ -6,9 +6,15 @@ take precedence; the variables below serve a bare ``gunicorn`` start (e.g. in a 
 
 import os
 
+
+def _setting(name: str, default: str) -> str:
+    """A variable, its default when unset or set empty (as an env file's ``NAME=`` sets it)."""
+    return os.environ.get(name, "").strip() or default
+
+
 wsgi_app = "api.wsgi:app"
-bind = f"{os.environ.get('PITBOSS_HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}"
-workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+bind = f"{_setting('PITBOSS_HOST', '127.0.0.1')}:{_setting('PORT', '8000')}"
+workers = int(_setting("WEB_CONCURRENCY", "2"))
 # Threaded workers with keep-alive: a terminal's connection stays with the worker that
 # accepted it, so that worker's copies of the table's round, shoe and accounts stay current
 # and a decision reads nothing from the store. Sync workers close every connection, so
@@ -16,10 +22,10 @@ workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 # what another worker changed. Measured with bench/api.py on 2 CPUs: about 115 decisions/s
 # at 4 and 16 terminals with 2 sync workers, 250 to 270 with 2 workers of 4 threads.
 worker_class = "gthread"
-threads = int(os.environ.get("PITBOSS_THREADS", "4"))
+threads = int(_setting("PITBOSS_THREADS", "4"))
 
 # Limits: a request is a small JSON command; nothing should take long.
-timeout = int(os.environ.get("GUNICORN_TIMEOUT_S", "30"))
+timeout = int(_setting("GUNICORN_TIMEOUT_S", "30"))
 graceful_timeout = 30
 keepalive = 5
 limit_request_line = 4094
@@ -31,7 +37,7 @@ max_requests_jitter = 1_000
 
 accesslog = "-"
 errorlog = "-"
-loglevel = os.environ.get("PITBOSS_LOG_LEVEL", "info").lower()
+loglevel = _setting("PITBOSS_LOG_LEVEL", "info").lower()
 
 # No runtime control socket: its default path (~/.gunicorn/gunicorn.ctl) is shared by every
 # instance of the user, and pitboss does not use gunicornc.

@@ -601,7 +601,9 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
     from api.cli import run_simulation
     from api.client import Client
 
-    env = _command_env(database, postgres_env, tmp_path)
+    # Set empty, as an env file's "GUNICORN_TIMEOUT_S=" sets it: the default (gunicorn's
+    # configuration read "" as a number and stopped).
+    env = {**_command_env(database, postgres_env, tmp_path), "GUNICORN_TIMEOUT_S": ""}
     keys = {}
     for role in ("dealer", "cashier", "auditor"):
         made = CliRunner().invoke(main, ["keys", "create", "--name", f"t-{role}", "--role", role,
