@@ -590,7 +590,7 @@ class GameLedger(Application[UUID]):
         secret = self._face_down_secrets(events)
         frames = []
         round_: Round | None = None
-        with versions_follow(round_id, "round"):
+        with versions_follow(round_id, "round"):  # a value the views cannot show included
             for event in events:
                 round_ = event.mutate(round_)
                 assert isinstance(round_, Round)
