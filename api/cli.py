@@ -230,15 +230,18 @@ def _check_serving(host: str, port: int) -> None:
                         and 1 <= int(timeout) <= GUNICORN_TIMEOUT_MAX_S):
         raise click.ClickException(f"GUNICORN_TIMEOUT_S is a whole number of seconds from 1 "
                                    f"to {GUNICORN_TIMEOUT_MAX_S}, not {timeout!r}")
+    # The family gunicorn binds: IPv6 for an IPv6 address only, IPv4 for any name.
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM)[0]
-    except OSError as exc:
-        raise click.ClickException(f"cannot serve on {host}: {exc.strerror or exc}") from exc
-    with socket.socket(family, kind, proto) as sock:
+        socket.inet_pton(socket.AF_INET6, host.strip("[]"))
+        family, host = socket.AF_INET6, host.strip("[]")
+    except OSError:
+        family = socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
         try:
-            sock.bind(address)
+            sock.bind((host, port))
+        except socket.gaierror as exc:
+            raise click.ClickException(f"cannot serve on {host}: {exc.strerror}") from exc
         except OSError as exc:
             raise click.ClickException(
                 f"cannot serve on {bind_address(host, port)}: {exc.strerror or exc} (another "

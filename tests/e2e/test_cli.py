@@ -294,6 +294,10 @@ def test_demo_and_serve_refuse_a_port_in_use_before_touching_anything(tmp_path, 
             assert result.output.startswith(
                 f"Error: cannot serve on 127.0.0.1:{unused_port}: Address already in use")
     assert not keys.exists()  # no demo key written
+    unknown = CliRunner().invoke(main, ["serve", "--host", "nowhere.invalid"])
+    assert unknown.exit_code == 1, unknown.output
+    assert unknown.output.startswith("Error: cannot serve on nowhere.invalid: ")
+    assert "another" not in unknown.output
 
 
 @pytest.mark.parametrize("timeout", ["abc", "0", "-5", "1e2"])
