@@ -327,6 +327,8 @@ def rebuild(name: str, batch_size: int) -> None:
     click.echo(f"{report['projection']}: {report['events_read']:,} events read in "
                f"{report['seconds']:.1f} s, now at notification {report['position']}"
                + ("" if report["swapped"] else "; stopped before the swap, live view kept"))
+    if not report["swapped"]:
+        raise SystemExit(1)  # not rebuilt: a script must not take it for done
 
 
 @main.command()

@@ -548,6 +548,33 @@ def _command_env(database, postgres_env, tmp_path) -> dict[str, str]:
     return env
 
 
+def test_a_rebuild_stopped_before_its_swap_exits_1(database, postgres_env, tmp_path):
+    # It exited 0, so a script took the live view for rebuilt.
+    import signal
+    import subprocess
+    import sys
+
+    ledger_schema = postgres_env()
+    ledger = GameLedger(env=ledger_schema, shoe_key=ShoeSealer.new_key())
+    ledger.open_account("a", "cashier", "P1")
+    for n in range(1500):  # 3,000 events: read one a batch, seconds of rebuilding
+        ledger.buy_in(f"b{n}", "cashier", "P1", 1)
+    ledger.close()
+    env = {**_command_env(database, postgres_env, tmp_path),
+           "POSTGRES_SCHEMA": ledger_schema["POSTGRES_SCHEMA"]}
+    rebuild = subprocess.Popen([sys.executable, "-m", "api.cli", "rebuild", "balances",
+                                "--batch-size", "1"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        _read_until(rebuild, "rebuilding balances from event 0", 60)
+        rebuild.send_signal(signal.SIGTERM)
+        out, _ = rebuild.communicate(timeout=60)
+    finally:
+        rebuild.kill()
+    assert rebuild.returncode == 1, out
+    assert out.rstrip().endswith("stopped before the swap, live view kept")
+
+
 def _read_until(process, marker: str, timeout_s: float) -> list[str]:
     import time
 
