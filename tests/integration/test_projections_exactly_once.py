@@ -175,25 +175,9 @@ def test_two_workers_on_the_same_views_collide_and_never_count_an_event_twice(
         process_batch(self, items, start, end)
 
     monkeypatch.setattr(BatchProjection, "process_batch", meet_at_the_first_batch)
-    stop = threading.Event()
-    log = logging.getLogger("pitboss.test.workers")
-    workers = [threading.Thread(target=run_worker, args=(env, stop), kwargs={
-        "batch_size": size, "poll_interval_s": 0.02, "log": log}) for size in (3, 7)]
-    with caplog.at_level(logging.WARNING, logger=log.name):
-        for worker in workers:
-            worker.start()
-        try:
-            play(casino, 6, seed=4)
-            events = head(env)
-            wait_until(lambda: min(positions(env).values()) >= events, 20.0, "both workers")
-        finally:
-            stop.set()
-            for worker in workers:
-                worker.join(timeout=10)
+    warnings = two_workers(env, casino, caplog, sizes=(3, 7), rounds=6, seed=4)
     monkeypatch.undo()
-    assert not any(worker.is_alive() for worker in workers)
     assert len(first_batch_done) == 2
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     refused_at_0 = [m for m in warnings if m.startswith("balances: the view is no longer at 0: "
                                                         "another worker or a rebuild moved it")]
     assert len(refused_at_0) == 1, warnings
@@ -205,23 +189,33 @@ def test_two_workers_racing_say_so_once_instead_of_at_every_lost_batch(
     # Small batches and a busy ledger: they lost a race about a hundred times a second, each
     # a warning, and retried at once, in step with each other.
     ReadModels(env).close()
-    stop = threading.Event()
-    log = logging.getLogger("pitboss.test.racing")
-    workers = [threading.Thread(target=run_worker, args=(env, stop), kwargs={
-        "batch_size": size, "poll_interval_s": 0.02, "log": log}) for size in (1, 2)]
     started = time.monotonic()
+    warnings = two_workers(env, casino, caplog, sizes=(1, 2), rounds=12, seed=5)
+    intervals = 1 + int((time.monotonic() - started) / REPORT_INTERVAL_S)
+    lost = [m for m in warnings if "moved it" in m]
+    assert len(lost) <= 2 * intervals, lost  # one a worker in each report's interval
+    assert_exact(env, casino)
+
+
+def two_workers(env: Env, casino: Casino, caplog: pytest.LogCaptureFixture, *,
+                sizes: tuple[int, int], rounds: int, seed: int) -> list[str]:
+    """Two workers (batches of ``sizes``) projecting while ``rounds`` are played, until both
+    have read every event; the warnings they logged."""
+    stop = threading.Event()
+    log = logging.getLogger("pitboss.test.workers")
+    workers = [threading.Thread(target=run_worker, args=(env, stop), kwargs={
+        "batch_size": size, "poll_interval_s": 0.02, "log": log}) for size in sizes]
     with caplog.at_level(logging.WARNING, logger=log.name):
         for worker in workers:
             worker.start()
         try:
-            play(casino, 12, seed=5)
+            play(casino, rounds, seed=seed)
             events = head(env)
             wait_until(lambda: min(positions(env).values()) >= events, 30.0, "both workers")
         finally:
             stop.set()
             for worker in workers:
                 worker.join(timeout=10)
-    intervals = 1 + int((time.monotonic() - started) / REPORT_INTERVAL_S)
-    lost = [r.getMessage() for r in caplog.records if "moved it" in r.getMessage()]
-    assert len(lost) <= 2 * intervals, lost  # one a worker in each report's interval
-    assert_exact(env, casino)
+    assert not any(worker.is_alive() for worker in workers)
+    return [r.getMessage() for r in caplog.records
+            if r.name == log.name and r.levelno == logging.WARNING]
