@@ -119,10 +119,15 @@ class _Commands(click.Group):
             if ctx.invoked_subcommand != "chain" or isinstance(exc, click.UsageError):
                 raise
             raise _ChainNotWalked(exc.message) from exc
-        except Exception:
+        except (click.exceptions.Exit, click.Abort):  # --help, and the like
+            raise
+        except (Exception, KeyboardInterrupt) as exc:
             if ctx.invoked_subcommand != "chain":
                 raise
-            traceback.print_exc()
+            if isinstance(exc, KeyboardInterrupt):
+                click.echo("interrupted: the chain was not walked to its end", err=True)
+            else:
+                traceback.print_exc()
             raise SystemExit(CHAIN_NOT_WALKED_EXIT) from None
 
     def _invoke(self, ctx: click.Context) -> Any:
