@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -189,7 +190,7 @@ def main(log_level: str) -> None:
 )
 def serve(host: str, port: int, workers: int, threads: int, config_file: Path | None) -> None:
     """Serve the API with gunicorn (starting the embedded PostgreSQL if none is configured)."""
-    _check_serving(host, port)
+    host = _check_serving(host, port)
     settings, _ = prepare_service()
     os.environ["DATABASE_URL"] = settings.url()
     if config_file is None and _REPO_GUNICORN_CONFIG.is_file():
@@ -227,18 +228,24 @@ def prepare_service() -> tuple[DatabaseSettings, int]:
     return settings, head
 
 
-def _check_serving(host: str, port: int) -> None:
+def _check_serving(host: str, port: int) -> str:
     """What gunicorn would refuse only in its log, or with a traceback: its timeout setting,
-    and a port something already listens on (it retries, then stops)."""
+    and an address it cannot bind (a port in use: it retries, then stops). The host as
+    gunicorn takes it: an IPv6 address without brackets, which ``bind_address`` adds."""
     timeout = os.environ.get("GUNICORN_TIMEOUT_S", "").strip()
     if timeout and not (timeout.isascii() and timeout.isdigit()
                         and 1 <= int(timeout) <= GUNICORN_TIMEOUT_MAX_S):
         raise click.ClickException(f"GUNICORN_TIMEOUT_S is a whole number of seconds from 1 "
                                    f"to {GUNICORN_TIMEOUT_MAX_S}, not {timeout!r}")
+    host = host.strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host:
+        raise click.ClickException("the host to serve on is empty (--host, PITBOSS_HOST)")
     # The family gunicorn binds: IPv6 for an IPv6 address only, IPv4 for any name.
     try:
-        socket.inet_pton(socket.AF_INET6, host.strip("[]"))
-        family, host = socket.AF_INET6, host.strip("[]")
+        socket.inet_pton(socket.AF_INET6, host)
+        family = socket.AF_INET6
     except OSError:
         family = socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -248,10 +255,19 @@ def _check_serving(host: str, port: int) -> None:
         except socket.gaierror as exc:
             raise click.ClickException(f"cannot serve on {host}: {exc.strerror}") from exc
         except OSError as exc:
-            raise click.ClickException(
-                f"cannot serve on {bind_address(host, port)}: {exc.strerror or exc} (another "
-                "pitboss, or another server, may be using it: stop it, or choose another "
-                "port with PORT or --port)") from exc
+            why = _BIND_REFUSALS.get(exc.errno or 0, "")
+            raise click.ClickException(f"cannot serve on {bind_address(host, port)}: "
+                                       f"{exc.strerror or exc}{why}") from exc
+    return host
+
+
+_BIND_REFUSALS = {
+    errno.EADDRINUSE: " (another pitboss, or another server, may be using it: stop it, or "
+                      "choose another port with PORT or --port)",
+    errno.EACCES: " (a port below 1024 needs the rights of root: choose another with PORT or "
+                  "--port)",
+    errno.EADDRNOTAVAIL: " (no network interface of this machine has that address)",
+}
 
 
 def bind_address(host: str, port: int) -> str:
@@ -658,7 +674,7 @@ def demo(host: str, port: int, rounds: int) -> None:
     run's in the key file, and are printed. Ctrl-C stops everything.
     """
     # Before anything: another server on the port would answer the health check as this one.
-    _check_serving(host, port)
+    host = _check_serving(host, port)
     settings, head = prepare_service()
     empty = head == 0
     keys_path = default_keys_file(os.environ)

@@ -13,7 +13,9 @@ def _setting(name: str, default: str) -> str:
 
 
 wsgi_app = "api.wsgi:app"
-bind = f"{_setting('PITBOSS_HOST', '127.0.0.1')}:{_setting('PORT', '8000')}"
+_host = _setting("PITBOSS_HOST", "127.0.0.1").strip("[]")  # an IPv6 address bracketed once
+bind = f"[{_host}]" if ":" in _host else _host
+bind += f":{_setting('PORT', '8000')}"
 workers = int(_setting("WEB_CONCURRENCY", "2"))
 # Threaded workers with keep-alive: a terminal's connection stays with the worker that
 # accepted it, so that worker's copies of the table's round, shoe and accounts stay current

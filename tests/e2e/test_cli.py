@@ -19,7 +19,7 @@ from werkzeug.serving import make_server
 
 from api.app import create_app
 from api.auth import KeyConfigError, KeyRing, append_key, hash_key, keyring_from, parse_keys
-from api.cli import CHAIN_NOT_WALKED_EXIT, main
+from api.cli import CHAIN_NOT_WALKED_EXIT, gunicorn_argv, main
 from api.secrets_files import ShoeKeyError, load_shoe_key
 from api.services import prepare_store
 from api.simulate import next_decision
@@ -298,6 +298,23 @@ def test_demo_and_serve_refuse_a_port_in_use_before_touching_anything(tmp_path, 
     assert unknown.exit_code == 1, unknown.output
     assert unknown.output.startswith("Error: cannot serve on nowhere.invalid: ")
     assert "another" not in unknown.output
+    elsewhere = CliRunner().invoke(main, ["serve", "--host", "192.0.2.1"])  # TEST-NET-1
+    assert elsewhere.output.endswith("(no network interface of this machine has that "
+                                     "address)\n"), elsewhere.output
+    empty = CliRunner().invoke(main, ["serve", "--host", " "])
+    assert empty.output == "Error: the host to serve on is empty (--host, PITBOSS_HOST)\n"
+    # An IPv6 address, bracketed or not, is checked (and given to gunicorn) bracketed once.
+    with socket.socket(socket.AF_INET6) as busy:
+        busy.bind(("::1", unused_port))
+        busy.listen()
+        for host in ("::1", "[::1]"):
+            result = CliRunner().invoke(main, ["serve", "--host", host, "--port",
+                                               str(unused_port)])
+            assert result.output.startswith(
+                f"Error: cannot serve on [::1]:{unused_port}: Address already in use"), \
+                result.output
+    assert gunicorn_argv(host="::1", port=80, workers=1, threads=1, config_file=None)[4] == \
+        "[::1]:80"
 
 
 @pytest.mark.parametrize("timeout", ["abc", "0", "-5", "1e2"])
