@@ -75,7 +75,7 @@ class Client:
         if self._conn is None:
             try:
                 self._conn = _Connection(self._host, self._port, self._https, self._timeout_s)
-            except (ConnectionError, TimeoutError, socket.gaierror) as exc:
+            except OSError as exc:  # refused, no route, no such host, TLS refused...
                 # The message alone ("Connection refused") would not say which server.
                 raise Unreachable(f"the API at {self.url} does not answer: "
                                   f"{exc.strerror or exc}") from exc

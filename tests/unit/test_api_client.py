@@ -178,3 +178,21 @@ def test_an_api_that_does_not_answer_is_named_with_its_url(unused_port):
     with pytest.raises(Unreachable, match=re.escape(
             f"the API at {url} does not answer: Connection refused")):
         Client(url, "pbk_x").get("/healthz")
+
+
+def test_an_api_that_does_not_speak_tls_is_named_with_its_url():
+    # An https URL for a plain-HTTP server: the TLS refusal did not name the URL either.
+    with socket.create_server(("127.0.0.1", 0)) as plain:
+        def answer_in_plain_http() -> None:
+            while True:
+                try:
+                    conn, _ = plain.accept()
+                except OSError:
+                    return
+                with conn:
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+        threading.Thread(target=answer_in_plain_http, daemon=True).start()
+        url = f"https://127.0.0.1:{plain.getsockname()[1]}"
+        with pytest.raises(Unreachable, match=re.escape(f"the API at {url} does not answer: ")):
+            Client(url, "pbk_x", timeout_s=5).get("/healthz")
