@@ -19,6 +19,7 @@ A changed gaming day (``PITBOSS_GAMING_DAY_*``) takes effect through a rebuild o
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
 import time
@@ -29,7 +30,6 @@ from psycopg.sql import SQL, Identifier
 
 from projections.base import NEXT, Curs, View, table_exists
 from projections.engine import (
-    NAMES,
     Engine,
     Reader,
     build_projection,
@@ -39,7 +39,7 @@ from projections.engine import (
 from projections.settings import BATCH_SIZE_DEFAULT, GamingDay, ProjectionSetupError
 
 SWAP_LOCK_TIMEOUT_S = 10
-REBUILD_LOCK_CLASS = 0x70627262  # an advisory lock key's first half; the second: the view
+REBUILD_LOCK_CLASS = 0x70627262  # an advisory lock key's first half (rebuild_lock_key)
 PROGRESS_INTERVAL_S = 5.0  # a long rebuild says how far it got this often
 
 _log = logging.getLogger("pitboss.projections")
@@ -86,11 +86,18 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
             "seconds": round(time.monotonic() - started, 3)}
 
 
+def rebuild_lock_key(schema: str, name: str) -> tuple[int, int]:
+    """The session advisory lock a rebuild of read model ``name`` in ``schema`` holds (other
+    schemas of the database hold other ledgers)."""
+    digest = hashlib.sha256(f"pitboss rebuild {schema}.{name}".encode()).digest()
+    return REBUILD_LOCK_CLASS, int.from_bytes(digest[:4], "big", signed=True)
+
+
 @contextlib.contextmanager
 def _alone(reader: Reader, name: str) -> Iterator[None]:
     """One rebuild of a read model at a time: a second would drop the fresh tables the first
     is filling. A session advisory lock, which PostgreSQL releases if the process dies."""
-    key = (REBUILD_LOCK_CLASS, NAMES.index(name))
+    key = rebuild_lock_key(reader.recorder.datastore.schema, name)
     # On a connection of its own: the reader's pool may hold a single one, which the
     # rebuild's reads need.
     with reader.own_connection() as conn:

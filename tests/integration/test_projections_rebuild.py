@@ -17,7 +17,7 @@ from ledger.application import GameLedger
 from ledger.rules import CASINO
 from projections.engine import NAMES, PROJECTION_CLASSES
 from projections.queries import ReadModels
-from projections.rebuild import REBUILD_LOCK_CLASS, rebuild
+from projections.rebuild import rebuild, rebuild_lock_key
 from projections.settings import ProjectionSetupError
 from projections.worker import run_worker
 from tests.integration.test_projections_support import (
@@ -168,11 +168,16 @@ def test_a_second_rebuild_of_a_read_model_is_refused_while_one_runs(
     casino.simple_round(casino.table("Main", CASINO))
     with connect(env) as running:
         running.execute("SELECT pg_advisory_lock(%s, %s)",
-                        (REBUILD_LOCK_CLASS, NAMES.index("balances")))
+                        rebuild_lock_key(env["POSTGRES_SCHEMA"], "balances"))
         with pytest.raises(ProjectionSetupError,
                            match=r"^a rebuild of balances is already running: let it finish"):
             rebuild(env, "balances")
         assert rebuild(env, "round_index")["swapped"]  # another read model's goes ahead
+        # So does the same read model's in another schema (another ledger).
+        running.execute("SELECT pg_advisory_unlock_all()")
+        running.execute("SELECT pg_advisory_lock(%s, %s)",
+                        rebuild_lock_key("elsewhere", "balances"))
+        assert rebuild(env, "balances")["swapped"]
     # The lock is held on a connection of its own: a reader pool of one still reads.
     smallest = {**env, "LEDGER_POSTGRES_POOL_SIZE": "1", "LEDGER_POSTGRES_MAX_OVERFLOW": "0"}
     assert rebuild(smallest, "balances")["swapped"]
