@@ -30,6 +30,7 @@ from ledger.storage import (
     GENESIS,
     LedgerRecorder,
     SnapshotRecorder,
+    append_lock_key,
     chain_head,
     link,
     verify_chain,
@@ -879,3 +880,51 @@ def test_a_round_that_moves_on_at_every_reading_of_its_check_is_said_to(
         "be its newest requests rather than a fault; check it again once it is still")
     assert len(findings) == 2
     assert findings[1].startswith("the postings naming this round on P1's account move ")
+
+
+# A buy-in in a process of its own, on the main thread, as a script runs the ledger.
+BUY_IN_CHILD = """
+import json, sys
+from ledger.application import GameLedger
+ledger = GameLedger(env=json.loads(sys.argv[1]))
+ledger.buy_in("held-back", "cashier", "P1", 5)
+"""
+
+
+def test_an_append_waiting_on_the_append_lock_is_interrupted_by_ctrl_c_and_records_nothing(
+        ledgers: Callable[..., GameLedger], env: dict[str, str],
+        database: DatabaseSettings) -> None:
+    # Through libpq's blocking call, the interrupt waited out the lock (60 s here) and the
+    # buy-in then committed; the driver's wait cancels the statement at once.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    app = ledgers()
+    app.open_account("a", "cashier", "P1")
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    key = append_lock_key(env["POSTGRES_SCHEMA"], recorder.events_table_name)
+    root = Path(__file__).resolve().parents[2]
+    with psycopg.connect(database.conninfo(), autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+        child = subprocess.Popen(
+            [sys.executable, "-c", BUY_IN_CHILD,
+             json.dumps({**env, "POSTGRES_LOCK_TIMEOUT": "60"})],
+            cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            while (holder.execute(waiting).fetchone() or (0,))[0] < 1:
+                assert time.monotonic() < deadline, "the buy-in never waited on the lock"
+                time.sleep(0.05)
+            child.send_signal(signal.SIGINT)
+            _, err = child.communicate(timeout=30)
+        finally:
+            child.kill()
+        assert "KeyboardInterrupt" in err
+    assert ledgers().balance("P1")["available"] == 0  # the lock is free: nothing came late
