@@ -39,7 +39,7 @@ from api.database import (
     stop_embedded,
 )
 from api.replay_text import render
-from api.secrets_files import ShoeKeyError, default_keys_file, load_shoe_key
+from api.secrets_files import ShoeKeyError, default_keys_file, load_shoe_key, shoe_key_file
 from api.services import prepare_store
 from api.simulate import Keys, SimulationError, TablePlay
 from ledger.application import GameLedger
@@ -213,13 +213,23 @@ def prepare_service() -> tuple[DatabaseSettings, int]:
     create the tables concurrently. A bare gunicorn start does it in the ``on_starting`` hook
     of deploy/gunicorn.conf.py.
     """
+    key_file = shoe_key_file(os.environ)
+    new_key_file = not (os.environ.get("PITBOSS_SHOE_KEY", "").strip() or key_file.exists())
     try:
         # The keys first: a worker that cannot read them would die after "serving on".
         keyring_from(os.environ, default_keys_file(os.environ))
         settings = resolve_database(os.environ)
         check_database(settings, timeout_s=settings.connect_timeout_s)
         head = prepare_store(ledger_env(settings, os.environ), load_shoe_key(os.environ))
-    except (KeyConfigError, DatabaseSetupError, ShoeKeyError) as exc:
+    except ShoeKeyError as exc:
+        if new_key_file and key_file.exists():
+            # Made for a database whose shoes another key sealed: left, it would stand in the
+            # way of the right one at every start.
+            key_file.unlink()
+            raise click.ClickException(f"{exc} (the key file {key_file} made for this start "
+                                       "was removed)") from exc
+        raise click.ClickException(str(exc)) from exc
+    except (KeyConfigError, DatabaseSetupError) as exc:
         raise click.ClickException(str(exc)) from exc
     except InvariantBroken as exc:  # the newest live shoe, read to check the key, is broken
         raise click.ClickException(f"the record does not read back: {exc}; `pitboss chain` "

@@ -254,6 +254,27 @@ def test_serve_refuses_to_start_with_a_key_that_does_not_open_the_live_shoe(
     assert "PITBOSS_SHOE_KEY" in result.output
 
 
+def test_a_shoe_key_file_made_for_a_database_with_live_shoes_is_not_left_behind(
+        postgres_env, database, monkeypatch, tmp_path, unused_port):
+    # Made, then refused: the wrong key stayed on disk and stopped every later start.
+    env = postgres_env()
+    ledger = GameLedger(env=env, shoe_key=ShoeSealer.new_key())
+    ledger.start_round("r", "dealer", ledger.open_table("t", "boss", "T1", CASINO))
+    ledger.close()
+    key_file = tmp_path / "shoe.key"
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
+    monkeypatch.delenv("PITBOSS_SHOE_KEY", raising=False)
+    monkeypatch.setenv("PITBOSS_SHOE_KEY_FILE", str(key_file))
+    monkeypatch.setenv("PITBOSS_SHOE_KEY_CREATE", "yes")
+    monkeypatch.setattr("api.cli.os.execv", _must_not_start)
+    result = CliRunner().invoke(main, ["serve", "--port", str(unused_port)])
+    assert result.exit_code == 1, result.output
+    assert "does not open the newest live shoe" in result.output
+    assert f"(the key file {key_file} made for this start was removed)" in result.output
+    assert not key_file.exists()
+
+
 def test_serve_refuses_to_start_in_a_sentence_when_the_live_shoe_does_not_read_back(
         postgres_env, database, monkeypatch, unused_port):
     env = postgres_env()
