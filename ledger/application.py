@@ -564,7 +564,7 @@ class GameLedger(Application[UUID]):
             finally:
                 self._working.give(held)
         try:
-            with versions_follow(round_id, "round"):
+            with reading_record(round_id, "round"):
                 round_: Aggregate = self.repository.get(round_id, version=version)
         except AggregateNotFoundError:
             raise NotFound(f"There is no round {round_id}.", "R-V1") from None
@@ -590,7 +590,7 @@ class GameLedger(Application[UUID]):
         secret = self._face_down_secrets(events)
         frames = []
         round_: Round | None = None
-        with versions_follow(round_id, "round"):  # a value the views cannot show included
+        with reading_record(round_id, "round"):  # a value the views cannot show included
             for event in events:
                 round_ = event.mutate(round_)
                 assert isinstance(round_, Round)
@@ -1083,7 +1083,7 @@ class GameLedger(Application[UUID]):
 
     def _load(self, aggregate_id: UUID, what: str) -> Aggregate:
         try:
-            with versions_follow(aggregate_id, what):
+            with reading_record(aggregate_id, what):
                 aggregate: Aggregate = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             raise NotFound(f"There is no {what} {aggregate_id}.", "R-V1") from None
@@ -1091,7 +1091,7 @@ class GameLedger(Application[UUID]):
 
     def _catch_up(self, aggregate: Aggregate) -> Aggregate:
         """The aggregate with the events recorded after its version applied."""
-        with versions_follow(aggregate.id):
+        with reading_record(aggregate.id):
             caught_up = project_aggregate(aggregate, self.events.get(aggregate.id,
                                                                      gt=aggregate.version))
         if caught_up is None:  # pragma: no cover (only a Created event starts afresh)
@@ -1292,9 +1292,10 @@ def _replayed(what: str) -> Iterator[list[str]]:
 
 
 @contextlib.contextmanager
-def versions_follow(aggregate_id: UUID, what: str = "") -> Iterator[None]:
-    """Loading an aggregate: a gap in its stored versions, or a stored value its events
-    cannot apply (a card that is no card, of the right type), is a broken record, said so."""
+def reading_record(aggregate_id: UUID, what: str = "") -> Iterator[None]:
+    """Loading or replaying an aggregate (``what``: its kind, for the sentence): a gap in its
+    stored versions, or a stored value its events cannot apply (a card that is no card, of
+    the right type), is a broken record, said so."""
     try:
         yield
     except OriginatorVersionError as error:

@@ -36,7 +36,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
 from ledger.aggregates.account import Account
-from ledger.application import GameLedger, unreplayable, versions_follow
+from ledger.application import GameLedger, reading_record, unreplayable
 from ledger.errors import InvariantBroken
 from ledger.storage import SnapshotRecorder
 from projections.balances import BalancesView
@@ -113,7 +113,7 @@ def _describe(row: dict[str, Any]) -> str:
 
 def _compare(row: dict[str, Any], ledger: GameLedger) -> list[str]:
     try:
-        with versions_follow(row["account_id"], "account"):
+        with reading_record(row["account_id"], "account"):
             account: Any = ledger.repository.get(row["account_id"], version=row["version"])
     except AggregateNotFoundError:
         return [f"{_describe(row)}: projected, but the ledger has no such account"]
