@@ -1341,7 +1341,9 @@ def _time_findings(created: Any, facts: list[Any]) -> list[str]:
     (``GameLedger._now``), and a request's events share its time."""
     return [f"v{e.originator_version}: recorded at {e.timestamp.isoformat()}, before "
             f"v{before.originator_version} ({before.timestamp.isoformat()}): a round's events "
-            "never go back in time; written around the ledger (R-V2)"
+            "never go back in time; written around the ledger (R-V2), or recorded on servers "
+            "whose clocks disagreed by a version of pitboss that did not yet stamp each request "
+            "after the one before"
             for before, e in itertools.pairwise((created, *facts))
             if e.timestamp < before.timestamp]
 
