@@ -1,11 +1,14 @@
-"""What tests do to a ledger on PostgreSQL that no client can: hold its saves at a barrier, and
+"""What tests do to a ledger on PostgreSQL that no client can: hold its saves at a barrier,
 append events around it through the insert function (as whoever holds the service role's
-credentials could)."""
+credentials could), and interrupt a process of its own while it waits in the database."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -45,3 +48,18 @@ def undecodable(app: GameLedger, round_id: UUID) -> None:
     append_around_the_ledger(app, StoredEvent(originator_id=round_id,
                                               originator_version=version + 1,
                                               topic="pitboss:Round.StakeSettled", state=b"{}"))
+
+
+def interrupted_once_waiting(child: subprocess.Popen[str], waiting: Callable[[], bool],
+                             what: str) -> str:
+    """Ctrl-C (SIGINT) to ``child`` once ``waiting()`` says it is blocked in the database
+    (within a minute); its standard error, once it has ended."""
+    try:
+        deadline = time.monotonic() + 60
+        while not waiting():
+            assert time.monotonic() < deadline, f"{what} never waited"
+            time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
+        return child.communicate(timeout=60)[1]
+    finally:
+        child.kill()

@@ -589,10 +589,10 @@ def _command_env(database, postgres_env, tmp_path) -> dict[str, str]:
 def test_a_chain_walk_interrupted_exits_3_and_its_help_0(database, postgres_env, tmp_path):
     # Ctrl-C ended in click's "Aborted!" and status 1, which means an altered record; --help
     # exited 3, with a traceback.
-    import signal
     import subprocess
     import sys
-    import time
+
+    from tests.faults import interrupted_once_waiting
 
     assert CliRunner().invoke(main, ["chain", "--help"]).exit_code == 0
     ledger_schema = postgres_env()
@@ -603,18 +603,10 @@ def test_a_chain_walk_interrupted_exits_3_and_its_help_0(database, postgres_env,
         holder.execute(f'LOCK TABLE "{schema}".ledger_events IN ACCESS EXCLUSIVE MODE')
         chain = subprocess.Popen([sys.executable, "-m", "api.cli", "chain"], env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            with psycopg.connect(database.conninfo(), autocommit=True) as watcher:
-                deadline = time.monotonic() + 60
-                while not watcher.execute(
-                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                        "AND query LIKE %s", (f"%{schema}%",)).fetchone()[0]:  # type: ignore[index]
-                    assert time.monotonic() < deadline, "the walk never reached the table"
-                    time.sleep(0.05)
-            chain.send_signal(signal.SIGINT)
-            _, err = chain.communicate(timeout=60)
-        finally:
-            chain.kill()
+        with psycopg.connect(database.conninfo(), autocommit=True) as watcher:
+            err = interrupted_once_waiting(chain, lambda: watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE %s", (f"%{schema}%",)).fetchone() != (0,), "the walk")
     assert chain.returncode == CHAIN_NOT_WALKED_EXIT, err
     assert "interrupted: the chain was not walked to its end" in err
 

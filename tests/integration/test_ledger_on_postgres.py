@@ -37,7 +37,12 @@ from ledger.storage import (
 )
 from projections.engine import Engine
 from projections.queries import ReadModels
-from tests.faults import PausingLedger, append_around_the_ledger, undecodable
+from tests.faults import (
+    PausingLedger,
+    append_around_the_ledger,
+    interrupted_once_waiting,
+    undecodable,
+)
 from tests.scripted import SteeredShuffle
 
 NewEnv = Callable[[], dict[str, str]]
@@ -897,10 +902,8 @@ def test_an_append_waiting_on_the_append_lock_is_interrupted_by_ctrl_c_and_recor
     # Through libpq's blocking call, the interrupt waited out the lock (60 s here) and the
     # buy-in then committed; the driver's wait cancels the statement at once.
     import os
-    import signal
     import subprocess
     import sys
-    import time
     from pathlib import Path
 
     app = ledgers()
@@ -916,15 +919,8 @@ def test_an_append_waiting_on_the_append_lock_is_interrupted_by_ctrl_c_and_recor
              json.dumps({**env, "POSTGRES_LOCK_TIMEOUT": "60"})],
             cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 60
-            waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            while (holder.execute(waiting).fetchone() or (0,))[0] < 1:
-                assert time.monotonic() < deadline, "the buy-in never waited on the lock"
-                time.sleep(0.05)
-            child.send_signal(signal.SIGINT)
-            _, err = child.communicate(timeout=30)
-        finally:
-            child.kill()
+        err = interrupted_once_waiting(child, lambda: holder.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone() != (0,), "the buy-in")
         assert "KeyboardInterrupt" in err
     assert ledgers().balance("P1")["available"] == 0  # the lock is free: nothing came late
