@@ -61,7 +61,15 @@ from api.client import Client
 from api.database import parse_database_url
 from api.simulate import BUY_IN, PATHS, PLAYERS_PER_TABLE, STAKES, TablePlay, next_decision
 from api.tables import COMMANDS
-from bench.common import DECISIONS, Database, database, load_average, progress, quantile
+from bench.common import (
+    DECISIONS,
+    Database,
+    arguments,
+    database,
+    load_average,
+    progress,
+    quantile,
+)
 from ledger.application import GameLedger
 from ledger.rules import TableLimits, preset
 from ledger.sealing import ShoeSealer
@@ -280,18 +288,20 @@ def figures(samples: Samples) -> dict[str, float]:
 # --------------------------------------------------------------------------- main
 
 
+QUICK_LOOK = ("--seconds", "0.5", "--terminals", "1", "--workers", "1", "--threads", "2",
+              "--replays", "2", "--slices", "1")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
-        epilog="A quick look (seconds): --seconds 0.5 --terminals 1 --workers 1 --threads 2 "
-               "--replays 2 --slices 1")
+    parser = arguments(__doc__, QUICK_LOOK)
     parser.add_argument("--seconds", type=float, default=10.0,
                         help="timed seconds per concurrency level and side")
-    parser.add_argument("--terminals", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--terminals", type=int, nargs="+", default=[1, 4, 16],
+                        help="concurrent table terminals, one level each")
     parser.add_argument("--workers", type=int, default=2,
-                        help="gunicorn worker processes [default: 2, as pitboss serve]")
+                        help="gunicorn worker processes, as pitboss serve runs")
     parser.add_argument("--threads", type=int, default=4,
-                        help="request threads per worker [default: 4, as pitboss serve]")
+                        help="request threads per worker, as pitboss serve runs")
     parser.add_argument("--replays", type=int, default=200, help="rounds replayed for (b)")
     parser.add_argument("--slices", type=int, default=5,
                         help="turns the two sides take within each level")

@@ -3,13 +3,15 @@ lines, quantiles, the machine's load."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
 import sys
 import tempfile
+import textwrap
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +23,26 @@ from ledger.plays import Play
 
 # The player decisions (hit, stand, double, split, surrender), the calls the benchmarks time.
 DECISIONS = tuple(play.value for play in Play)
+
+
+def arguments(doc: str, quick_look: Sequence[str]) -> argparse.ArgumentParser:
+    """A benchmark's command line: its first docstring line, each size with its default in
+    ``--help``, and the sizes of a quick look (those ``make test`` runs it at)."""
+    return argparse.ArgumentParser(
+        description=doc.splitlines()[0], formatter_class=_SizesWithDefaults,
+        epilog="A quick look (seconds), the sizes make test runs it at: " + " ".join(quick_look))
+
+
+class _SizesWithDefaults(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's default after its help; a flag, which takes no value, has none to give."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.nargs == 0 else super()._get_help_string(action)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        # An option is copied whole from the quick look: never broken at its hyphens.
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent,
+                             subsequent_indent=indent, break_on_hyphens=False)
 
 
 def progress(message: str) -> None:

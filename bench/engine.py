@@ -12,11 +12,11 @@ part of the result, the usual definition of a game's house edge).
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
 
+from bench.common import arguments
 from ledger.engine.facts import StakeSettled
 from ledger.engine.machine import RoundMachine
 from ledger.plays import Play
@@ -80,13 +80,14 @@ def run(preset: str, rounds: int, progress: bool) -> dict[str, float]:
             "mean": mean, "ci_low": mean - half, "ci_high": mean + half, "sd": sd}
 
 
+QUICK_LOOK = ("--rounds", "200", "--quiet")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     epilog="A quick look (a second): --rounds 200 --quiet")
-    parser.add_argument("--rounds", type=int, default=100_000,
-                        help="rounds played [default: %(default)s]")
+    parser = arguments(__doc__, QUICK_LOOK)
+    parser.add_argument("--rounds", type=int, default=100_000, help="rounds played")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="casino",
-                        help="the rules played [default: %(default)s]")
+                        help="the rules played")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args()
     r = run(args.preset, args.rounds, not args.quiet)

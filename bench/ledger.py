@@ -48,6 +48,7 @@ from eventsourcing.persistence import StoredEvent
 from bench.common import (
     DECISIONS,
     Database,
+    arguments,
     database,
     load_average,
     progress,
@@ -647,11 +648,12 @@ def what_if(db: Database, raw: RawInserts, args: argparse.Namespace, per_round: 
     out(f"    (a) during: {a['rate']:,.0f} rows/s (p50 {a['p50_ms']:.3f} ms)")
 
 
+QUICK_LOOK = ("--rounds", "4", "--inserts", "20", "--warmup", "1", "--replays", "2",
+              "--profile-rounds", "2", "--write-path", "10", "--what-if", "2", "--idle-gap", "5")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
-        epilog="A quick look (seconds): --rounds 4 --inserts 20 --warmup 1 --replays 2 "
-               "--profile-rounds 2 --write-path 10 --what-if 2 --idle-gap 5")
+    parser = arguments(__doc__, QUICK_LOOK)
     parser.add_argument("--rounds", type=int, default=300, help="timed rounds for (b) and (c)")
     parser.add_argument("--inserts", type=int, default=3000,
                         help="raw INSERT transactions in each (a) measurement: before, "

@@ -50,7 +50,7 @@ import psycopg
 from eventsourcing.projection import ProjectionRunner
 from psycopg import sql
 
-from bench.common import Database, database, progress, quantile, server_facts
+from bench.common import Database, arguments, database, progress, quantile, server_facts
 from ledger.application import GameLedger
 from ledger.plays import Play
 from ledger.rules import CASINO, CASINO_WILD, TableLimits
@@ -525,30 +525,26 @@ def run(args: argparse.Namespace) -> None:
               f"{lag['behind_max']}; worker exit code {lag['worker_exit']} (SIGTERM)")
 
 
+QUICK_LOOK = ("--events", "3000", "--sample-rounds", "5", "--stock-seconds", "1",
+              "--lag-seconds", "1", "--writers", "1", "--search-rounds", "2000")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
-        epilog="A quick look (seconds): --events 3000 --sample-rounds 5 --stock-seconds 1 "
-               "--lag-seconds 1 --writers 1 --search-rounds 2000")
+    parser = arguments(__doc__, QUICK_LOOK)
     parser.add_argument("--events", type=int, default=1_000_000,
-                        help="events in the stored log the projections catch up over "
-                             "[default: %(default)s]")
+                        help="events in the stored log the projections catch up over ")
     parser.add_argument("--sample-rounds", type=int, default=90,
-                        help="rounds played through the ledger, then copied to fill the log "
-                             "[default: %(default)s]")
+                        help="rounds played through the ledger, then copied to fill the log ")
     parser.add_argument("--batch", type=int, default=1000,
-                        help="events per transaction [default: %(default)s]")
+                        help="events per transaction")
     parser.add_argument("--stock-seconds", type=float, default=10.0,
-                        help="seconds of the library's one-event-at-a-time runner "
-                             "[default: %(default)s]")
+                        help="seconds of the library's one-event-at-a-time runner ")
     parser.add_argument("--lag-seconds", type=float, default=20.0,
-                        help="seconds of writing flat out while the lag is sampled "
-                             "[default: %(default)s]")
+                        help="seconds of writing flat out while the lag is sampled ")
     parser.add_argument("--writers", type=int, default=2,
-                        help="writer processes during the lag measurement [default: %(default)s]")
+                        help="writer processes during the lag measurement")
     parser.add_argument("--search-rounds", type=int, default=2_000_000,
-                        help="synthetic rounds in the round index searched (0: no searches) "
-                             "[default: %(default)s]")
+                        help="synthetic rounds in the round index searched (0: no searches) ")
     parser.add_argument("--no-check", dest="check", action="store_false",
                         help="skip the balance check")
     run(parser.parse_args())

@@ -3,7 +3,9 @@ it measures (its figures are not checked: speed is the benchmarks' business, not
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
 import subprocess
 import sys
 
@@ -11,23 +13,32 @@ import pytest
 
 from api.database import DatabaseSettings
 
-SMALL = {
-    "engine": ["--rounds", "200", "--quiet"],
-    "ledger": ["--rounds", "4", "--inserts", "20", "--warmup", "1", "--replays", "2",
-               "--profile-rounds", "2", "--write-path", "10", "--what-if", "2",
-               "--idle-gap", "5"],
-    "projections": ["--events", "3000", "--sample-rounds", "5", "--stock-seconds", "1",
-                    "--lag-seconds", "1", "--writers", "1", "--search-rounds", "2000"],
-    "api": ["--seconds", "0.5", "--terminals", "1", "--workers", "1", "--threads", "2",
-            "--replays", "2", "--slices", "1"],
-}
+# Each at the sizes of the quick look its --help gives.
+NAMES = ("engine", "ledger", "projections", "api")
 
 
-@pytest.mark.parametrize("name", list(SMALL))
+@pytest.mark.parametrize("name", NAMES)
 def test_the_benchmark_runs_to_its_end(name: str, database: DatabaseSettings) -> None:
     # On the session's server, in a schema of the benchmark's own (bench.common.database).
     env = {**os.environ, "DATABASE_URL": database.url()}
-    done = subprocess.run([sys.executable, "-m", f"bench.{name}", *SMALL[name]], env=env,
+    quick_look = importlib.import_module(f"bench.{name}").QUICK_LOOK
+    done = subprocess.run([sys.executable, "-m", f"bench.{name}", *quick_look], env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip(), done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_benchmarks_help_gives_each_size_its_default_and_the_quick_look(name: str) -> None:
+    quick_look = importlib.import_module(f"bench.{name}").QUICK_LOOK
+    shown = subprocess.run([sys.executable, "-m", f"bench.{name}", "--help"],
+                           capture_output=True, text=True, timeout=60, check=True).stdout
+    # One entry an option, its wrapped lines included.
+    entries = {entry.split()[0]: " ".join(entry.split())
+               for entry in re.split(r"\n  (?=--)", shown.split("options:")[1])[1:]}
+    sizes = [option for option, value in zip(quick_look, [*quick_look[1:], "--"], strict=True)
+             if option.startswith("--") and not value.startswith("--")]
+    assert sizes
+    for size in sizes:
+        assert "(default: " in entries[size], entries[size]
+    assert " ".join(quick_look) in " ".join(shown.split())
