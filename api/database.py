@@ -68,9 +68,11 @@ _LIMIT_VARIABLES: Final = {
     "pool_conn_max_age_s": ("POSTGRES_CONN_MAX_AGE", 1),
 }
 _LIMITS_MAX: Final = 100_000
-# Yes/no settings read by the eventsourcing library (LEDGER_ and PROJECTIONS_ first, for the
-# ledger's and the read models' own).
-_SWITCH_VARIABLES: Final = tuple(f"{prefix}{name}" for prefix in ("", "LEDGER_", "PROJECTIONS_")
+# The eventsourcing library reads a setting under its application's name first: the
+# ledger's own, and the read models' own.
+_APP_PREFIXES: Final = ("LEDGER_", "PROJECTIONS_")
+# Yes/no settings read by the library.
+_SWITCH_VARIABLES: Final = tuple(f"{prefix}{name}" for prefix in ("", *_APP_PREFIXES)
                                   for name in ("CREATE_TABLE", "POSTGRES_PRE_PING"))
 
 
@@ -190,7 +192,7 @@ _LIBRARY_SETTINGS: Final = {
     "DEEPCOPY_FROM_AGGREGATE_CACHE": "y", "POSTGRES_GET_PASSWORD_TOPIC": "",
 }
 _PINNED: Final = {f"{prefix}{name}": value for name, value in _LIBRARY_SETTINGS.items()
-                  for prefix in ("", "LEDGER_", "PROJECTIONS_")}
+                  for prefix in ("", *_APP_PREFIXES)}
 
 
 def _format_url(settings: DatabaseSettings, password_part: str) -> str:
@@ -345,7 +347,7 @@ def _check_library_settings(environ: Mapping[str, str]) -> None:
         except ValueError:
             raise DatabaseConfigError(f"{variable} is yes or no (y, n, true, false, 1, 0), "
                                       f"not {text!r}") from None
-    for prefix in ("LEDGER_", "PROJECTIONS_"):
+    for prefix in _APP_PREFIXES:
         for name, minimum in _LIMIT_VARIABLES.values():
             variable, text = prefix + name, environ.get(prefix + name, "").strip()
             if text and not (text.isascii() and text.isdigit()
