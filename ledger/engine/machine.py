@@ -386,8 +386,9 @@ class RoundMachine:
         drawers = {self.boxes[n].owner for n in self.box_order
                    if WILD in self.boxes[n].hands[0].cards}
         if drawers:
-            cause = next(n for n in self.box_order if WILD in self.boxes[n].hands[0].cards)
-            self._forfeit(drawers, cause)
+            held = [n for n in self.box_order if WILD in self.boxes[n].hands[0].cards]
+            self._forfeit(drawers, held[0], _deal_forfeit_reason(
+                [(self.boxes[n].owner, n) for n in held]))
         self._proceed(draw)
 
     def hit(self, player: str, box: int, hand: int, draw: Draw) -> list[f.Fact]:
@@ -718,9 +719,12 @@ class RoundMachine:
         elif card == WILD:
             self._forfeit({self.boxes[box].owner}, box)
 
-    def _forfeit(self, drawers: set[str], cause_box: int) -> None:
-        """R-W2, R-W3, R-X8: every live box not owned by a drawer loses its main stakes."""
+    def _forfeit(self, drawers: set[str], cause_box: int, reason: str | None = None) -> None:
+        """R-W2, R-W3, R-X8: every live box not owned by a drawer loses its main stakes.
+        ``cause_box`` is the drawer's box (the first in seat order when several players hold
+        a wild card after the deal; ``reason`` then names them all)."""
         cause_player = self.boxes[cause_box].owner
+        reason = reason or wild_draw_reason(cause_player, cause_box)
         for b, h, hand in list(self.hands_in_order()):
             if b.owner in drawers or hand.status != LIVE:
                 continue
@@ -729,8 +733,7 @@ class RoundMachine:
                     self._emit(f.StakeForfeited(
                         line=f.MAIN, bettor=bettor, box=b.number, hand=h, outcome=f.FORFEITED,
                         held=held, released=0, lost=held, won=0, rate=[0, 1], remainder=[0, 1],
-                        reason=f"forfeited: {cause_player} drew the wild card on box "
-                               f"{cause_box} (R-W2)",
+                        reason=reason,
                         cause_box=cause_box, cause_player=cause_player))
 
     def _deal_then_proceed(self, box: int, hand: int, draw: Draw) -> None:
@@ -1170,6 +1173,22 @@ def _after_card(hand: Hand) -> None:
         hand.done = True
     elif total == 21 or hand.doubled or (hand.split_aces and len(hand.cards) == 2):
         hand.done = True
+
+
+def wild_draw_reason(player: str, box: int) -> str:
+    """A forfeiture's reason when one player's hand received a wild card (R-W2)."""
+    return f"forfeited: {player} drew the wild card on box {box} (R-W2)"
+
+
+def _deal_forfeit_reason(holders: list[tuple[str, int]]) -> str | None:
+    """A forfeiture's reason when several players hold a wild card after the deal (R-W3):
+    each of them is named, in seat order. None for one holder, whose forfeitures read as
+    any wild draw's (R-W2)."""
+    if len(holders) < 2:
+        return None
+    named = [f"{player} (box {box})" for player, box in holders]
+    return (f"forfeited: {', '.join(named[:-1])} and {named[-1]} hold wild cards after the "
+            "deal (R-W2, R-W3)")
 
 
 def _hit_refusal(hand: Hand) -> Refusal:

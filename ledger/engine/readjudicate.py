@@ -10,11 +10,12 @@ follow the rules of that round.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from ledger.cards import HIDDEN, Card
 from ledger.engine import facts as f
-from ledger.engine.machine import SETTLING, RoundMachine
+from ledger.engine.machine import SETTLING, RoundMachine, wild_draw_reason
 from ledger.errors import InvariantBroken, LedgerError, ShoeExhausted
 from ledger.rules import RuleSet, TableLimits
 
@@ -54,6 +55,16 @@ def as_recorded_today(fact: f.Fact) -> f.Fact:
         return f.CardDealt(card=HIDDEN, position=fact.position, box=fact.box, hand=fact.hand,
                            face_up=False)
     return fact
+
+
+def as_worded_then(produced: f.Fact, recorded: f.Fact) -> f.Fact:
+    """A forfeiture at the deal as rounds recorded it before every holder of a wild card was
+    named (R-W3): their reason named the first holder in seat order alone, as a wild draw's
+    does. Every other field must still match."""
+    if (isinstance(produced, f.StakeForfeited) and isinstance(recorded, f.StakeForfeited)
+            and recorded.reason == wild_draw_reason(produced.cause_player, produced.cause_box)):
+        return dataclasses.replace(produced, reason=recorded.reason)
+    return produced
 
 
 def command_for(fact: f.Fact, machine: RoundMachine) -> Command | None:
@@ -120,6 +131,8 @@ def readjudicate(rules: RuleSet, limits: TableLimits, recorded: Sequence[f.Fact]
         except InvariantBroken as e:  # the record is not one the rules could have made
             return [f"{at(i)} ({type(recorded[i]).__name__}) cannot be replayed: {e}"]
         expected = list(recorded[i:i + len(produced)])
+        for j, want in enumerate(expected):
+            produced[j] = as_worded_then(produced[j], want)
         if produced != expected:
             for j, (want, got) in enumerate(zip(expected, produced, strict=False)):
                 if want != got:

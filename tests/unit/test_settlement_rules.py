@@ -12,14 +12,16 @@ Casino deal order (R-G2): box 1, box 2 (, box 3), dealer, box 1, box 2 (, box 3)
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
 
 from ledger.engine import facts as f
-from ledger.engine.machine import payout
+from ledger.engine.machine import payout, wild_draw_reason
+from ledger.engine.readjudicate import readjudicate
 from ledger.errors import DecisionRefused
-from ledger.rules import CASINO, CASINO_WILD, RuleSet, TableLimits
+from ledger.rules import CASINO, CASINO_WILD, WILD21, RuleSet, TableLimits
 from tests.scripted import Scripted
 
 # -- bookkeeping ---------------------------------------------------------------------------------
@@ -428,6 +430,33 @@ def test_a_dealer_wild_upcard_is_21_at_once_without_a_second_card_or_insurance()
     assert [(x.total, x.natural) for x in done] == [(21, False)]
     assert not [x for x in r.facts if isinstance(x, f.StakeForfeited)]
     check_money(r, {"P1": -5, "P2": -10, "P3": 15})
+
+
+def test_a_deal_forfeiture_recorded_naming_one_holder_still_readjudicates() -> None:
+    # Worked case 18: P1 and P3 hold wild cards after the deal, P2's box is forfeited.
+    # Rounds recorded before both holders were named name P1 alone, as a wild draw does.
+    r = Scripted(WILD21, "W 9H TC TD 7S 5H W 9D 2D")
+    for n in (1, 2, 3):
+        r.bet(f"P{n}", n)
+    r.deal().finish()
+    (i,) = [i for i, x in enumerate(r.facts) if isinstance(x, f.StakeForfeited)]
+    forfeited = r.facts[i]
+    assert isinstance(forfeited, f.StakeForfeited)
+    assert "P1 (box 1) and P3 (box 3)" in forfeited.reason
+
+    def recorded_with(reason: str, cause: tuple[int, str] = (1, "P1")) -> list[f.Fact]:
+        altered = replace(forfeited, reason=reason, cause_box=cause[0], cause_player=cause[1])
+        return [*r.facts[:i], altered, *r.facts[i + 1:]]
+
+    limits = TableLimits()
+    assert readjudicate(WILD21, limits, r.facts) == []
+    then = wild_draw_reason("P1", 1)
+    assert readjudicate(WILD21, limits, recorded_with(then)) == []
+    # Only that wording is taken for the present one: another holder, or another cause, is not.
+    (finding,) = readjudicate(WILD21, limits, recorded_with(wild_draw_reason("P3", 3)))
+    assert "P3 drew the wild card on box 3" in finding
+    (finding,) = readjudicate(WILD21, limits, recorded_with(then, cause=(3, "P3")))
+    assert "cause_box=3" in finding
 
 
 def test_a_player_wild_21_pushes_a_dealer_wild_21() -> None:

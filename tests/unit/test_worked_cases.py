@@ -325,6 +325,9 @@ def test_case_18_two_wild_cards_in_the_deal_exempt_both_holders(play: Start) -> 
     r = wild(play, "W 9H TC TD 7S 5H W 9D 2D")
     forfeited = [x for x in r.facts if isinstance(x, f.StakeForfeited)]
     assert [(x.bettor, x.box) for x in forfeited] == [("P2", 2)]
+    # Both holders are named, in seat order, whichever box is counted first.
+    assert forfeited[0].reason == ("forfeited: P1 (box 1) and P3 (box 3) hold wild cards after "
+                                   "the deal (R-W2, R-W3)")
     assert r.m.turn() is None
     r.finish()
     assert r.outcome("P1", 1) == f.PUSHED
