@@ -21,6 +21,7 @@ from eventsourcing.utils import register_topic
 
 from ledger.engine import facts as f
 from ledger.engine.machine import RoundMachine
+from ledger.errors import InvariantBroken
 from ledger.rules import RuleSet, TableLimits
 
 CARD_FACTS = (f.CardDealt, f.WildCardDrawn)
@@ -57,7 +58,11 @@ class Round(Aggregate):
             return cls(**{name: getattr(self, name) for name in cls.__dataclass_fields__})
 
         def apply(self, round_: Round) -> None:
-            round_.assign(self.fact())
+            try:
+                round_.assign(self.fact())
+            except InvariantBroken as error:  # named where it broke, for the operators' log
+                raise InvariantBroken(f"round {self.originator_id} v{self.originator_version} "
+                                      f"({self.TOPIC}): {error}") from error
 
     EVENT_FOR_FACT: ClassVar[dict[type[f.Fact], type[Recorded]]] = {}
 

@@ -502,6 +502,31 @@ def test_a_card_that_is_no_card_is_a_broken_record_wherever_the_round_is_read(
     assert "the record does not replay" in finding
 
 
+def test_a_settlement_altered_to_pay_more_names_the_round_and_event_that_break(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    # The operators' log said only "round totals break conservation (R-M4)".
+    app = ledgers(randbelow=SteeredShuffle("TS TH 7D 9C 8C TD"))  # 19 and 18; 7, T
+    _, r = open_round(app)
+    app.stand("s1", "dealer", r, "P1", 1, 0)
+    app.stand("s2", "dealer", r, "P2", 2, 0)
+    app.play_dealer("pd", "dealer", r)
+    app.settle("st", "dealer", r)
+    with behind_the_ledger(database, env) as (conn, table):
+        altered = _alter_round_event(conn, table, r, "pitboss:Round.StakeSettled",
+                                     change=lambda s: s.update(won=s["won"] + 400))
+    fresh = ledgers()
+    last = len(fresh.round_events(r))
+    said = (f"round {r} v{last} (pitboss:Round.RoundSettled): round totals break "
+            "conservation (R-M4)")
+    for read in (fresh.round_state, fresh.replay):
+        with pytest.raises(InvariantBroken, match=re.escape(said)):
+            read(r)
+    fresh.round_state(r, version=last - 1)  # the state before it still answers
+    # The round check names the altered settlement itself.
+    assert fresh.check_round(r)[0].startswith(f"v{altered}: recorded StakeSettled(")
+
+
 def _alter_round_event(conn: psycopg.Connection[Any], table: str, round_id: UUID, topic: str,
                        change: Callable[[dict[str, Any]], None], last: bool = False) -> int:
     """Change the round's first (``last``: last) event of ``topic`` in place; its version."""
