@@ -647,9 +647,11 @@ def chain(expected_head: str | None, expected_at: int | None) -> None:
         with _progress(last_id, "walking the chain") as reached:
             report = verify_chain(recorder, expected_head=expected_head,
                                   expected_at=expected_at, on_row=reached)
-            reached(last_id)
+            if report.complete:
+                reached(last_id)
     click.echo(f"{report.rows:,} events checked, up to notification "
-               f"{report.head_notification_id}; head {report.head}")
+               f"{report.head_notification_id}" + (f"; head {report.head}" if report.intact
+                                                    else ""))
     for warning in report.warnings:
         click.echo(f"WARNING: {warning}")
     if report.intact:
@@ -660,6 +662,11 @@ def chain(expected_head: str | None, expected_at: int | None) -> None:
         return
     for finding in report.findings:
         click.echo(f"BROKEN: {finding}")
+    if not report.complete:
+        click.echo("the walk stopped here: " + (
+            f"go on with a walk after notification {report.next_after} "
+            "(GET /audit/chain?after=…) for what follows" if report.next_after is not None
+            else "every link after it is built on the altered record"))
     raise SystemExit(1)
 
 

@@ -31,7 +31,12 @@ from ledger.rules import (
     RATIO_FIELDS,
     RuleSet,
 )
-from ledger.storage import CHAIN_WALK_ROWS_DEFAULT, CHAIN_WALK_ROWS_MAX, HEAD_PATTERN
+from ledger.storage import (
+    CHAIN_FINDINGS_MAX,
+    CHAIN_WALK_ROWS_DEFAULT,
+    CHAIN_WALK_ROWS_MAX,
+    HEAD_PATTERN,
+)
 
 BOX_MAX: Final = 12
 HAND_MAX: Final = 15
@@ -652,19 +657,24 @@ class ShoeSchema(Out):
 class ChainReportSchema(Out):
     rows = fields.Integer(required=True)
     head = fields.String(required=True, metadata={
-        "description": "The link recomputed for the last row checked."})
+        "description": "The link recomputed for the last row checked (past an altered event, "
+                       "from the link stored with it: keep a head only from an intact walk)."})
     head_notification_id = fields.Integer(required=True)
     intact = fields.Boolean(required=True)
     findings = fields.List(fields.String(), required=True)
     complete = fields.Boolean(required=True, metadata={
-        "description": "Whether the walk reached the last stored event (false when it "
-                       "stopped at a break)."})
+        "description": "Whether the walk reached the last stored event. It goes on past an "
+                       "altered event, listing each; it stops short at the row limit, after "
+                       f"{CHAIN_FINDINGS_MAX} findings, or where a head kept outside does not "
+                       "match."})
     from_start = fields.Boolean(required=True, metadata={
         "description": "Whether the walk began at the first event (after=0). A part that "
                        "starts later takes the link stored there on trust: the events before "
                        "it, and a kept head's proof, rest on the parts before it."})
     next_after = fields.Integer(required=True, allow_none=True, metadata={
-        "description": "Pass as after= for the next part; null once complete or broken."})
+        "description": "Pass as after= for the next part; null once complete, or when a "
+                       "head kept outside did not match (every link after it is built on the "
+                       "altered record)."})
     kept_head_checked = fields.Boolean(required=True, metadata={
         "description": "Whether this part compared expected_head (or found its event "
                        "missing): false when it stopped before expected_at; go on from "

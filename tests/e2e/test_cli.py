@@ -465,6 +465,14 @@ def test_the_chain_command_walks_the_database_and_fails_on_another_head(
     assert later.exit_code == 0, later.output
     assert (f"intact: the link at notification {head['notification_id']} is the one kept "
             "outside") in later.stdout
+    # A kept head that does not match ends the walk there, and the bar does not say 100%.
+    early = ["--expected-head", other, "--expected-at", "2"]
+    stopped = CliRunner().invoke(main, ["chain", *early])
+    assert stopped.exit_code == 1
+    assert "up to notification 2\n" in stopped.stdout  # no head to keep from it
+    assert "the walk stopped here: every link after it is built on the altered record" in (
+        stopped.stdout)
+    assert "(100%)" not in stopped.stderr
     alone = CliRunner().invoke(main, ["chain", "--expected-at", "1"])
     assert alone.exit_code == 2
     assert "give both" in alone.output

@@ -16,6 +16,7 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 
 from api.database import DatabaseSettings
+from ledger import storage
 from ledger.aggregates import ids
 from ledger.aggregates.account import Account
 from ledger.aggregates.round import Round
@@ -192,14 +193,37 @@ def test_the_hash_chain_exposes_an_altered_event(
     assert len(changed) == 2
     tampered = verify_chain(app.recorder)  # type: ignore[arg-type]
     assert not tampered.intact
-    assert "does not match the chain" in tampered.findings[0]
-    # Walked in parts of two rows, the part holding the first altered event reports it.
+    # The walk goes on past the first: each altered event is named, and the walk completes.
+    assert [f"(notification {n}) does not match the chain" in finding
+            for finding, (n, *_) in zip(tampered.findings, sorted(changed), strict=True)
+            ] == [True] * 2
+    assert (tampered.complete, tampered.next_after) == (True, None)
+    # Walked in parts of two rows, the parts holding them report them.
     after: int | None = 0
+    found: list[str] = []
     while after is not None:
         part = verify_chain(app.recorder, after=after, limit=2)  # type: ignore[arg-type]
+        found += part.findings
         after = part.next_after
-    assert part.findings == tampered.findings
+    assert found == tampered.findings
     assert part.head_notification_id == tampered.head_notification_id
+
+
+def test_a_walk_stops_after_so_many_findings_and_goes_on_from_there(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings, env: dict[str, str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, recorder = with_a_round(ledgers)
+    with behind_the_ledger(database, env) as (conn, table):
+        first, second = sorted(row[0] for row in alter_buy_ins(conn, table))
+    monkeypatch.setattr(storage, "CHAIN_FINDINGS_MAX", 1)
+    stopped = verify_chain(recorder)
+    assert len(stopped.findings) == 1
+    assert (stopped.complete, stopped.next_after) == (False, first)
+    then = verify_chain(recorder, after=first)
+    assert f"(notification {second}) does not match" in then.findings[0]
+    assert then.next_after == second
+    rest = verify_chain(recorder, after=second)
+    assert (rest.intact, rest.complete) == (True, True)
 
 
 def test_an_event_altered_with_its_own_link_recomputed_is_found_at_the_next_one(
@@ -239,6 +263,8 @@ def test_a_part_started_after_an_alteration_says_it_took_its_start_on_trust(
     assert whole.from_start  # ...which a walk from the start checks
     assert not whole.intact
     assert f"(notification {first}) does not match the chain" in whole.findings[0]
+    # The kept head is settled by the alteration before it: nothing is left to go on to.
+    assert (whole.complete, whole.kept_head_checked, whole.next_after) == (True, True, None)
 
 
 def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
@@ -282,7 +308,7 @@ def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
     assert beyond.findings == [f"there is no event at notification {last + 1}, where the head "
                                "kept outside was taken: it was removed, or the id is not the "
                                "one kept with it"]
-    assert not beyond.complete
+    assert (beyond.complete, beyond.next_after) == (True, None)  # it walked to the end
     assert beyond.kept_head_checked
 
 
