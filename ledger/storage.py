@@ -36,13 +36,15 @@ import contextlib
 import functools
 import hashlib
 import logging
+import random
 import struct
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, ParamSpec, TypeVar, cast
 from uuid import UUID
 
 import psycopg
@@ -64,7 +66,6 @@ from eventsourcing.postgres import (
     PostgresDatastore,
     PostgresFactory,
 )
-from eventsourcing.utils import retry
 from psycopg import Connection, Cursor
 from psycopg.adapt import Dumper
 from psycopg.errors import error_from_result
@@ -73,6 +74,7 @@ from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg.pq.abc import PGresult
 from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Identifier
+from psycopg_pool import ConnectionPool, PoolTimeout, TooManyRequests
 
 from ledger.sealing import SnapshotSigner
 
@@ -87,6 +89,13 @@ CHAIN_WALK_ROWS_MAX = 1_000_000
 CHAIN_FINDINGS_MAX = 100  # altered events one walk lists before it stops
 APPENDERS_MAX = 4  # connections kept for appending, per recorder
 FIXED_WIDTH_CACHED_MAX = 64  # events in a save whose array layouts are kept
+# A statement on a connection that broke (the server restarted under the pool) is tried again
+# on another, this many times in all, this long apart, as the library does.
+STATEMENT_TRIES = 10
+STATEMENT_RETRY_WAIT_S = 0.2
+# How long the pool keeps trying, with its growing pauses, to replace a connection it lost,
+# before it leaves the next one to be opened when a request needs it.
+RECONNECT_GIVE_UP_S = 5.0
 
 
 class _CreatesTablesOneAtATime:
@@ -111,6 +120,43 @@ class _CreatesTablesOneAtATime:
         self.datastore.register_type_adapters()
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _retried(statement: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``statement`` tried again on a connection that broke, but not when the pool had no
+    connection to give within its timeout (or too many requests waited): the database does not
+    answer, or is busy, and the library's ten tries made a request wait ten timeouts (52 s)
+    before its 503."""
+    @functools.wraps(statement)
+    def tried(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        for attempt in range(1, STATEMENT_TRIES + 1):
+            try:
+                return statement(*args, **kwargs)
+            except (InterfaceError, OperationalError) as error:
+                if attempt == STATEMENT_TRIES or isinstance(
+                        error.__cause__, PoolTimeout | TooManyRequests):
+                    raise
+            time.sleep(STATEMENT_RETRY_WAIT_S * random.uniform(0.95, 1.05))
+        raise AssertionError("unreachable")  # pragma: no cover
+    return tried
+
+
+def _as_retried(library_method: _F) -> _F:
+    """A recorder method of the library, with :func:`_retried` for the library's retries."""
+    return cast(_F, _retried(library_method.__wrapped__))  # type: ignore[attr-defined]
+
+
+def reconnecting_promptly(pool: ConnectionPool[Any]) -> None:
+    """A pool that, having lost its connections (the server restarted), gives up replacing them
+    in the background after :data:`RECONNECT_GIVE_UP_S` and opens one when a request waits.
+    Its own default kept trying for 5 minutes with pauses doubling from 1 s: a request made
+    once the server was back waited for the next try, 5 to 60 s (503s meanwhile)."""
+    pool.reconnect_timeout = RECONNECT_GIVE_UP_S
+
+
 class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
     """The library's snapshot recorder, created one process at a time, whose snapshots are
     signed (:class:`~ledger.sealing.SnapshotSigner`). Snapshots are outside the hash chain, so
@@ -124,15 +170,18 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
                       **kwargs: Any) -> Sequence[int] | None:
         if self.signer is None:
             return None
-        super().insert_events([self.signer.sign(s) for s in stored_events], **kwargs)
+        self._insert([self.signer.sign(s) for s in stored_events], **kwargs)
         return None
+
+    _insert = _as_retried(PostgresAggregateRecorder.insert_events)
+    _select = _as_retried(PostgresAggregateRecorder.select_events)
 
     def select_events(self, originator_id: UUID | str, *, gt: int | None = None,
                       lte: int | None = None, desc: bool = False,
                       limit: int | None = None) -> Sequence[StoredEvent]:
         if self.signer is None:
             return []
-        selected = super().select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+        selected = self._select(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
         verified = [self.signer.verify(s) for s in selected]
         for stored, ok in zip(selected, verified, strict=True):
             if ok is None:
@@ -142,7 +191,7 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
         kept = [s for s in verified if s is not None]
         if limit is not None and len(kept) < len(selected):
             # The newest did not verify: the ones before it may (the library asks for one).
-            selected = super().select_events(originator_id, gt=gt, lte=lte, desc=desc)
+            selected = self._select(originator_id, gt=gt, lte=lte, desc=desc)
             kept = [s for s in map(self.signer.verify, selected) if s is not None][:limit]
         return kept
 
@@ -192,7 +241,11 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
                 _Statement(statement.format(**names)))
         self._appenders = _Appenders(datastore)
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    select_events = _as_retried(PostgresAggregateRecorder.select_events)
+    select_notifications = _as_retried(PostgresApplicationRecorder.select_notifications)
+    max_notification_id = _as_retried(PostgresApplicationRecorder.max_notification_id)
+
+    @_retried
     def insert_events(self, stored_events: Sequence[StoredEvent],
                       **kwargs: Any) -> Sequence[int] | None:
         """Insert a save's events in one statement; their notification ids, in order."""
@@ -510,6 +563,10 @@ class LedgerFactory(PostgresFactory):
 
     aggregate_recorder_class = SnapshotRecorder
     application_recorder_class = LedgerRecorder
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        reconnecting_promptly(self.datastore.pool)
 
     def application_recorder(self) -> Any:
         recorder = super().application_recorder()

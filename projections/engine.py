@@ -40,6 +40,7 @@ from psycopg_pool import ConnectionPool
 
 from ledger.aggregates.receipt import Receipt
 from ledger.application import GameLedger
+from ledger.storage import reconnecting_promptly
 from projections.balances import BalancesProjection
 from projections.base import LEDGER_APP, NEXT, BatchProjection, Curs, Item, View, table_exists
 from projections.rounds import RoundIndexProjection
@@ -92,6 +93,7 @@ def projections_datastore(env: Mapping[str, str]) -> tuple[PostgresDatastore, bo
     # database under it).
     if pool._check is not None:  # PROJECTIONS_POSTGRES_PRE_PING
         pool._check = _purging_check(pool)
+    reconnecting_promptly(pool)
     return factory.datastore, factory.env_create_table()
 
 

@@ -204,6 +204,40 @@ def test_the_read_models_answer_at_once_after_the_database_restarts(embedded_fol
         reads.close()
 
 
+def test_the_ledger_gives_up_at_once_while_the_database_is_down_and_answers_once_it_is_back(
+        embedded_folder):
+    # Each read tried ten times, each waiting out the pool's timeout: a request answered its
+    # 503 after 27 to 52 s. And after the restart the pool waited out its doubling pauses
+    # between tries to reconnect: requests then timed out too, for up to a minute.
+    import time
+
+    from eventsourcing.persistence import OperationalError
+
+    from ledger.application import GameLedger
+    from ledger.sealing import ShoeSealer
+    from ledger.storage import RECONNECT_GIVE_UP_S
+
+    env = {**start_embedded(embedded_folder).eventsourcing_env(), "POSTGRES_CONNECT_TIMEOUT": "2"}
+    ledger = GameLedger(env=env, shoe_key=ShoeSealer.new_key())
+    try:
+        ledger.open_account("o", "cashier", "P1")
+        ledger.buy_in("b", "cashier", "P1", 100)
+        pool = ledger.recorder.datastore.pool  # type: ignore[attr-defined]
+        stop_embedded(embedded_folder)
+        timeouts = pool.get_stats().get("requests_errors", 0)
+        with pytest.raises(OperationalError):
+            ledger.buy_in("b2", "cashier", "P1", 50)  # a fresh read, then the append
+        assert pool.get_stats().get("requests_errors", 0) == timeouts + 1  # one wait, not ten
+        time.sleep(RECONNECT_GIVE_UP_S + 1)  # the pool's tries to reconnect run out meanwhile
+        start_embedded(embedded_folder)
+        timeouts = pool.get_stats().get("requests_errors", 0)
+        ledger.buy_in("b2", "cashier", "P1", 50)
+        assert ledger.balance("P1")["available"] == 150
+        assert pool.get_stats().get("requests_errors", 0) == timeouts  # no wait timed out
+    finally:
+        ledger.close()
+
+
 def test_the_projection_worker_stopped_while_the_database_is_down_asks_it_nothing_more(
         embedded_folder, caplog):
     # It reloaded its positions and logged them on the way out, each waiting out the connect
