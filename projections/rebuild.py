@@ -28,7 +28,7 @@ from typing import Any
 
 from psycopg.sql import SQL, Identifier
 
-from projections.base import NEXT, Curs, View, table_exists
+from projections.base import NEXT, Curs, TrackingConflict, View, table_exists
 from projections.engine import (
     Engine,
     Reader,
@@ -78,8 +78,12 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
             log.info("%s rebuilt up to notification %d and swapped in", name,
                      building.position(name))
         with Engine(env, names=[name], reader=reader) as live:
-            read += live.catch_up(batch_size, is_stopping=stopping)
-            position = live.position(name)
+            try:
+                read += live.catch_up(batch_size, is_stopping=stopping)
+                position = live.position(name)
+            except TrackingConflict:  # a running worker moved the new view on first: it goes on
+                (now,) = live.positions()
+                position = now["position"]
     finally:
         reader.close()
     return {"projection": name, "events_read": read, "swapped": True, "position": position,

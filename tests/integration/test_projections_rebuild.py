@@ -120,6 +120,44 @@ def test_a_rebuild_swaps_in_under_a_running_worker_which_goes_on_from_the_new_vi
     assert dump(env) == survived
 
 
+def test_a_rebuild_whose_catch_up_after_the_swap_loses_to_the_worker_is_done(
+        env: Env, casino: Casino) -> None:
+    # The worker moving the new view on first made the rebuild end in a traceback, exit 1,
+    # after its swap: an operator took a finished rebuild for a failed one.
+    table = casino.table("Main", CASINO)
+    casino.simple_round(table)
+    ReadModels(env).close()
+    swapped = threading.Event()
+
+    class Log(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "swapped in" in record.getMessage():
+                swapped.set()
+
+    class WorkerMovesOnFirst(threading.Event):
+        """Asked whether to stop as the catch-up after the swap starts: the worker wins."""
+
+        def is_set(self) -> bool:
+            if swapped.is_set() and not moved:
+                moved.append(casino.simple_round(table))
+                with engine(env, names=["balances"]) as worker:
+                    worker.catch_up(100)
+            return False
+
+    moved: list[object] = []
+    log = logging.getLogger("pitboss.test.rebuild")
+    handler = Log()
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        report = rebuild(env, "balances", batch_size=1000, log=log, stop=WorkerMovesOnFirst())
+    finally:
+        log.removeHandler(handler)
+    assert moved
+    assert report["swapped"]
+    assert report["position"] == head(env) == positions(env)["balances"]
+
+
 def test_a_rebuild_stopped_before_the_swap_leaves_the_live_view_alone(
         env: Env, casino: Casino) -> None:
     casino.simple_round(casino.table("Main", CASINO))
