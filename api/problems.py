@@ -194,7 +194,7 @@ def persistence_problem(error: PersistenceError) -> Response:
         # The ledger retries its own races; one that escapes is a race lost for good.
         return problem(409, "Conflict", "Another request changed this first; nothing was "
                        "changed. Look at the current state and decide again.",
-                       type_="urn:pitboss:problem:conflict", rule="R-V1", error="Conflict")
+                       type_="urn:pitboss:problem:conflict", rule=None, error="Conflict")
     logger.warning("database unavailable: %s", type(error).__name__, exc_info=error)
     return problem(503, "Database unavailable",
                    "The database did not answer in time or is busy; the request may not have "

@@ -88,6 +88,7 @@ from ledger.errors import (
     StaleVersion,
     TableClosed,
     TableExists,
+    TableOpen,
 )
 from ledger.money import HOUSE as HOUSE_KEY
 from ledger.money import Movement, movements, net_movements
@@ -208,7 +209,7 @@ class GameLedger(Application[UUID]):
 
         def body() -> tuple[Result, list[Aggregate]]:
             if self._exists(table_id):
-                raise TableExists(f"A table named '{name}' already exists.")
+                raise TableExists(f"A table named '{name}' already exists.", field="name")
             table = Table._create(Table.Created, id=table_id, timestamp=self._clock(),
                                   name=name, currency=currency, rules=rules.to_dict(),
                                   rules_hash=rules.content_hash, limits=limits.to_dict(),
@@ -277,7 +278,7 @@ class GameLedger(Application[UUID]):
         def body() -> tuple[Result, list[Aggregate]]:
             table = self._get(Table, table_id, "table")
             if table.open:
-                raise DecisionRefused(f"Table {table.name} is open already.")
+                raise TableOpen(f"Table {table.name} is open already.")
             table.trigger_event(Table.Reopened, actor=actor, request_id=request_id,
                                 timestamp=self._now(table))
             return {"table_id": str(table_id)}, [table]
@@ -331,7 +332,8 @@ class GameLedger(Application[UUID]):
 
         def body() -> tuple[Result, list[Aggregate]]:
             if self._exists(account_id):
-                raise AccountExists(f"Player {player} already has an account.", "R-M3")
+                raise AccountExists(f"Player {player} already has an account.", "R-M3",
+                                    field="player")
             account = Account._create(Account.Created, id=account_id, timestamp=self._clock(),
                                       owner=player, kind=PLAYER, currency=currency,
                                       actor=actor, request_id=request_id)
@@ -470,7 +472,7 @@ class GameLedger(Application[UUID]):
         round_key = str(round_id)
         payload = {"round_id": round_key, **payload}
         if expected is not None and (type(expected) is not int or expected < 1):
-            raise DecisionRefused("A round version is a whole number from 1.", "R-V1")
+            raise DecisionRefused("A round version is a whole number from 1.")
 
         def body() -> tuple[Result, list[Aggregate]]:
             round_ = self._get(Round, round_id, "round", fresh=True,
@@ -552,7 +554,7 @@ class GameLedger(Application[UUID]):
         round_id = _uuid(round_id, "round")
         if version is not None and (type(version) is not int or not 1 <= version <= VERSION_MAX):
             raise NotFound(f"A round's versions count from 1 (at most {VERSION_MAX}); there is "
-                           f"no version {version}.", "R-V1", field="version")
+                           f"no version {version}.", field="version")
         if version is None:
             with self._reading(Round, round_id, "round") as latest:
                 return _round_view(latest)
@@ -567,12 +569,12 @@ class GameLedger(Application[UUID]):
             with reading_record(round_id, "round"):
                 round_: Aggregate = self.repository.get(round_id, version=version)
         except AggregateNotFoundError:
-            raise NotFound(f"There is no round {round_id}.", "R-V1") from None
+            raise NotFound(f"There is no round {round_id}.") from None
         if not isinstance(round_, Round):  # whatever it is: a request id's use stays unsaid
-            raise NotFound(f"There is no round {round_id}.", "R-V1")
+            raise NotFound(f"There is no round {round_id}.")
         if round_.version != version:  # the store gives the latest when asked past it
             raise NotFound(f"Round {round_id} has no version {version}: it is at version "
-                           f"{round_.version}.", "R-V1", field="version")
+                           f"{round_.version}.", field="version")
         return _round_view(round_)
 
     def round_events(self, round_id: UUID) -> list[dict[str, Any]]:
@@ -619,7 +621,7 @@ class GameLedger(Application[UUID]):
     def _round_events(self, round_id: UUID) -> list[Any]:
         events = list(self.events.get(round_id))
         if not events:
-            raise NotFound(f"There is no round {round_id}.", "R-V1")
+            raise NotFound(f"There is no round {round_id}.")
         for version, event in enumerate(events, 1):
             if event.originator_version != version:
                 before = (f"version {events[version - 2].originator_version}" if version > 1
@@ -627,7 +629,7 @@ class GameLedger(Application[UUID]):
                 raise InvariantBroken(f"{_NOT_FOLLOWING.format(round_id)}: {before} is "
                                       f"followed by version {event.originator_version}")
         if not isinstance(events[0], Round.Created):  # another aggregate's id
-            raise NotFound(f"There is no round {round_id}.", "R-V1")
+            raise NotFound(f"There is no round {round_id}.")
         return events
 
     def check_round(self, round_id: UUID) -> list[str]:
@@ -800,7 +802,7 @@ class GameLedger(Application[UUID]):
         table_id = _uuid(table_id, "table")
         first = next(iter(self.events.get(table_id, limit=1)), None)
         if not isinstance(first, Table.Created):
-            raise NotFound(f"There is no table {table_id}.", "R-V1")
+            raise NotFound(f"There is no table {table_id}.")
         return self._events_page(table_id, after, limit)
 
     def _events_page(self, aggregate_id: UUID, after: int, limit: int) -> dict[str, Any]:
@@ -1068,7 +1070,7 @@ class GameLedger(Application[UUID]):
                 tried.unverified = True
             tried.take(aggregate)
         if not isinstance(aggregate, cls):
-            raise NotFound(f"There is no {what} {aggregate_id}.", "R-V1")
+            raise NotFound(f"There is no {what} {aggregate_id}.")
         return aggregate
 
     @contextlib.contextmanager
@@ -1077,7 +1079,7 @@ class GameLedger(Application[UUID]):
         held = self._working.take(aggregate_id)
         aggregate = self._load(aggregate_id, what) if held is None else self._catch_up(held)
         if not isinstance(aggregate, cls):
-            raise NotFound(f"There is no {what} {aggregate_id}.", "R-V1")
+            raise NotFound(f"There is no {what} {aggregate_id}.")
         yield aggregate
         self._working.give(aggregate)
 
@@ -1086,7 +1088,7 @@ class GameLedger(Application[UUID]):
             with reading_record(aggregate_id, what):
                 aggregate: Aggregate = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
-            raise NotFound(f"There is no {what} {aggregate_id}.", "R-V1") from None
+            raise NotFound(f"There is no {what} {aggregate_id}.") from None
         return aggregate
 
     def _catch_up(self, aggregate: Aggregate) -> Aggregate:
@@ -1253,7 +1255,7 @@ _TICK = timedelta(microseconds=1)  # the finest step of a recorded time
 
 def _conflict() -> Conflict:
     return Conflict("Another request changed this first; nothing was changed. Look at the "
-                    "current state and decide again.", "R-V1")
+                    "current state and decide again.")
 
 
 _NOT_FOLLOWING = "the stored events of {} skip or repeat a version"
@@ -1409,7 +1411,7 @@ def _uuid(value: UUID | str, what: str) -> UUID:
     if isinstance(value, str):
         with contextlib.suppress(ValueError):
             return UUID(value)
-    raise NotFound(f"There is no {what} {value!r}.", "R-V1")
+    raise NotFound(f"There is no {what} {value!r}.")
 
 
 def _check_request_id(request_id: str) -> None:

@@ -100,7 +100,7 @@ class StaleVersion(Conflict):
         what = (f"The round has changed since version {seen} was shown" if seen < now else
                 f"The round has no version {seen} yet")
         super().__init__(f"{what} (it is at version {now}); nothing was changed. Look at the "
-                         "round again and decide again.", "R-V1")
+                         "round again and decide again.")
         self.seen = seen
         self.now = now
 
@@ -116,6 +116,10 @@ class RequestIdReused(LedgerError):
 
 class TableClosed(LedgerError):
     """The table is closed and starts no round."""
+
+
+class TableOpen(LedgerError):
+    """The table is open: there is nothing to reopen."""
 
 
 class ShoeExhausted(LedgerError):

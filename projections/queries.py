@@ -339,7 +339,7 @@ class ReadModels:
                 q("tables")), (table_id,))
             table = curs.fetchone()
             if table is None:
-                raise NotFound(f"There is no table {table_id} in the reports (yet).", "R-V1")
+                raise NotFound(f"There is no table {table_id} in the reports (yet).")
             curs.execute(SQL("SELECT coalesce(sum(held_delta), 0) AS held, "
                              "coalesce(sum(open_delta), 0) AS open FROM {} "
                              "WHERE table_id = %s AND gaming_day < %s").format(q("days")),

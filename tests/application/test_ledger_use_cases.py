@@ -38,6 +38,7 @@ from ledger.errors import (
     RuleSetInvalid,
     StaleVersion,
     TableExists,
+    TableOpen,
 )
 from ledger.rules import CASINO, CASINO_WILD, WILD21, TableLimits
 from ledger.sealing import ShoeSealer
@@ -125,7 +126,7 @@ def test_refusals_are_typed_and_store_nothing(make_ledger: MakeLedger) -> None:
     unchanged(app, lambda: desk.do("place_stake", r, "nobody", 2, 10), NotFound, "R-M3")
     desk.do("place_stake", r, "P2", 2, 10)
     desk.do("deal", r)
-    unchanged(app, lambda: desk.do("hit", r, "P2", 2, 0), NotYourTurn, "R-C3")
+    unchanged(app, lambda: desk.do("hit", r, "P2", 2, 0), NotYourTurn, "R-G2")
     desk.do("hit", r, "P1", 1, 0)
     unchanged(app, lambda: desk.do("surrender", r, "P2", 2), DecisionRefused, "R-X3")
     # What comes next at the table waits for the round; a table's name is its own.
@@ -133,7 +134,10 @@ def test_refusals_are_typed_and_store_nothing(make_ledger: MakeLedger) -> None:
     unchanged(app, lambda: app.close_table(desk.rid(), "boss", desk.table, "shift end"),
               RoundInPlay, "R-V1")
     # No rule of RULES.md is about a table's name or its opening: none is cited.
-    unchanged(app, lambda: app.open_table(desk.rid(), "boss", "T1", CASINO), TableExists, "")
+    taken = unchanged(app, lambda: app.open_table(desk.rid(), "boss", "T1", CASINO),
+                      TableExists, "")
+    assert taken.field == "name"  # it names what is at fault instead
+    unchanged(app, lambda: app.reopen_table(desk.rid(), "boss", desk.table), TableOpen, "")
 
 
 def test_a_settled_or_voided_round_takes_no_decision(make_ledger: MakeLedger) -> None:
@@ -176,7 +180,7 @@ def test_a_decision_naming_the_version_it_was_shown_acts_on_exactly_that_version
     desk.do("place_stake", r, "P1", 1, 10)  # another terminal's stake moves the round on
     refused = unchanged(app, lambda: app.place_stake("late", "dealer", r, "P2", 2, 10,
                                                       expected=shown),
-                        StaleVersion, "R-V1")
+                        StaleVersion, "")
     assert isinstance(refused, StaleVersion)  # narrows the type; unchanged() checked it
     assert (refused.seen, refused.now) == (shown, app.round_state(r)["version"])
     assert (refused.seen, refused.now) == (shown, shown + 1)
@@ -196,7 +200,7 @@ def test_a_decision_naming_the_version_it_was_shown_acts_on_exactly_that_version
     for bad in (0, -1, True, "3"):
         stand: Callable[[], object] = functools.partial(app.stand, "bad", "dealer", r, "P1", 1,
                                                         0, expected=bad)
-        unchanged(app, stand, DecisionRefused, "R-V1")
+        unchanged(app, stand, DecisionRefused, "")
 
 
 def test_a_request_id_reused_for_other_content_is_refused(make_ledger: MakeLedger) -> None:
@@ -589,7 +593,7 @@ def test_an_id_given_as_text_is_the_id_and_anything_else_names_nothing(
     for nothing in ("not-a-round", 5, None, r.bytes):
         with pytest.raises(NotFound, match="There is no round") as refused:
             desk.do("hit", nothing, "P1", 1, 0)
-        assert refused.value.rule == "R-V1"
+        assert refused.value.rule == ""  # RULES.md has no rule on what does not exist
         with pytest.raises(NotFound, match="There is no round"):
             app.check_round(nothing)  # type: ignore[arg-type]
     assert app.recorder.max_notification_id() == before
@@ -620,6 +624,7 @@ def test_a_player_has_one_account(make_ledger: MakeLedger) -> None:
     refusal = unchanged(app, lambda: app.open_account("again", "cashier", "P1"),
                         AccountExists, "R-M3")
     assert str(refusal) == "Player P1 already has an account. (R-M3)"
+    assert refusal.field == "player"
 
 
 @pytest.mark.parametrize("currency", ["eur", "EU", "ÄÖÜ", "EUR "])

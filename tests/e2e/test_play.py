@@ -335,6 +335,9 @@ def test_closing_a_table_retires_and_reveals_its_shoe(make_app):
                                                                        "findings": []}
     table = http.ok(http.post(f"/tables/{desk.table}/reopen"))
     assert table["open"] is True
+    again = problem_of(http.post(f"/tables/{desk.table}/reopen"), 422)
+    assert (again["error"], again["rule"], again["detail"]) == (
+        "TableOpen", None, "Table T1 is open already.")
 
 
 def test_the_event_store_chain_verifies_and_its_head_moves_with_each_event(make_app):
