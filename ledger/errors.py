@@ -51,6 +51,10 @@ class DecisionRefused(LedgerError):
     """A playing decision is not allowed at this moment."""
 
 
+class QueryRefused(DecisionRefused):
+    """An argument of a query is not one it takes; names the argument (``field``)."""
+
+
 class NotYourTurn(DecisionRefused):
     """Somebody acted on a hand whose turn has not come or has passed."""
 

@@ -76,6 +76,7 @@ from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool, PoolTimeout, TooManyRequests
 
+from ledger.errors import QueryRefused
 from ledger.sealing import SnapshotSigner
 
 _log = logging.getLogger("pitboss.ledger")
@@ -759,17 +760,13 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
     recomputed."""
     from_start = after == 0
     previous = GENESIS if from_start else _stored_link(recorder, after)
-    if previous is None:
-        return ChainReport(rows=0, head="", head_notification_id=after, complete=False,
-                           from_start=from_start, resumable=False,
-                           findings=[f"there is no event at notification {after} to start "
-                                     "after: start after 0, or after an id a walk reported"])
+    if previous is None:  # a walk's argument, not a finding about the record
+        raise QueryRefused(f"There is no event at notification {after} to start after: start "
+                           "after 0, or after an id a walk reported.", field="after")
     kept_at = expected_at if expected_head is not None else None
     if kept_at is not None and kept_at < after:
-        return ChainReport(rows=0, head=previous.hex(), head_notification_id=after,
-                           complete=False, from_start=from_start, resumable=False, findings=[
-                               f"the head kept outside was taken at notification {kept_at}, "
-                               f"before this part: start after {kept_at} or earlier"])
+        raise QueryRefused(f"The head kept outside was taken at notification {kept_at}, before "
+                           f"this part: start after {kept_at} or earlier.", field="expected_at")
     # At the part's start, the kept head is compared with the link the part before checked.
     checked = kept_at == after
     findings = (_kept_head_findings(after, after, previous.hex(), expected_head)

@@ -35,7 +35,7 @@ from psycopg.errors import QueryCanceled
 from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from ledger.application import NAME_MAX_CHARS
-from ledger.errors import DecisionRefused, InvariantBroken, NotFound
+from ledger.errors import DecisionRefused, InvariantBroken, NotFound, QueryRefused
 from projections.balances import BalancesView
 from projections.base import Curs, View
 from projections.checks import ACCOUNTS, OPENINGS, Part, check_part
@@ -62,10 +62,6 @@ from projections.table_days import COUNTERS, TableDaysView, stored_gaming_day
 
 if TYPE_CHECKING:
     from ledger.application import GameLedger
-
-
-class QueryRefused(DecisionRefused):
-    """An argument of a query is not one it takes; names the argument (``field``)."""
 
 
 class QueryTooBroad(DecisionRefused):
