@@ -65,6 +65,7 @@ class ShoeRecord(Aggregate):
             shoe.revealed_order = list(self.order)
             shoe.salt = self.salt
             shoe.retired_at = self.timestamp
+            shoe.retired_reason = self.reason
 
     def __init__(self, table_id: UUID, shoe_no: int, decks: int, wild_cards: int, size: int,
                  cut: int, commitment: str, sealing: str, sealed_order: str, actor: str,
@@ -82,6 +83,7 @@ class ShoeRecord(Aggregate):
         self.revealed_order: list[str] | None = None
         self.salt: str | None = None
         self.retired_at: datetime | None = None
+        self.retired_reason: str | None = None
 
     @property
     def cut_card_out(self) -> bool:
@@ -101,4 +103,6 @@ class ShoeRecord(Aggregate):
             out["verified"] = verify_commitment(self.revealed_order, self.salt, self.commitment)
             if self.retired_at is not None:
                 out["retired_at"] = self.retired_at.isoformat()
+            if self.retired_reason is not None:
+                out["retired_reason"] = self.retired_reason
         return out

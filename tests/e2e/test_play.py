@@ -329,6 +329,7 @@ def test_closing_a_table_retires_and_reveals_its_shoe(make_app):
     assert table["open"] is False
     shoe = http.ok(http.get(f"/audit/shoes/{shoe_id}"))
     assert shoe["retired"]
+    assert shoe["retired_reason"] == "table closed"  # recorded, and now shown (R-H4)
     assert shoe["verified"]
     assert shoe["order"][:5] == ["TS", "TH", "TD", "9S", "7C"]
     assert http.ok(http.get(f"/audit/shoes/{shoe_id}/verification")) == {"ok": True,
