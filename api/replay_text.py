@@ -69,8 +69,9 @@ def sentence(event_type: str, data: Mapping[str, Any]) -> str:
             return (f"{d['bettor']} on {_where(d)}: {d['outcome']} {net:+d}{prize} "
                     f"({d['reason']}; {_arithmetic(d)})")
         case "DealerFinished":
-            state = "bust" if d["bust"] else ("natural" if d["natural"] else "stands")
-            return f"the dealer {state} on {d['total']}: {cards(d['cards'])}"
+            state = ("busts on" if d["bust"] else "has a natural," if d["natural"]
+                     else "stands on")
+            return f"the dealer {state} {d['total']}: {cards(d['cards'])}"
         case "RoundSettled":
             results = ", ".join(f"{p} {n:+d}" for p, n in sorted(d["results"].items()))
             return f"round settled: {results or 'no stakes'}; house {d['house_result']:+d}"

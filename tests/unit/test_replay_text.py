@@ -43,6 +43,7 @@ def test_each_event_is_a_line_and_the_settled_table_shows_how_each_hand_ended() 
                           "rate 1:1, 200 back, 200 paid)") for e in events), events
     assert any("P2 on box 2: won +50" in e for e in events)
     assert events[-1].endswith("round settled: P1 +200, P2 +50; house -250")
+    assert any(e.endswith("the dealer stands on 17: 7♦ 10♣") for e in events), events
     final = lines[lines.index(events[-1]) + 1:]
     assert final[0].split() == ["dealer", "7♦", "10♣", "17"]
     assert final[1].split() == ["box", "1", "6♠", "5♣", "10♦", "21", "doubled", "P1", "200"]
@@ -83,3 +84,13 @@ def test_a_void_says_what_it_released_and_what_it_took_back() -> None:
     line = sentence("RoundVoided", {"reason": "misdeal", "released": {"ann": 100, "bob": 0},
                                     "reversals": {"bob": -15}})
     assert line == "round voided: misdeal (released: ann 100; settled results undone: bob -15)"
+
+
+def test_the_dealers_end_reads_as_a_sentence() -> None:
+    def finished(total: int, *, bust: bool = False, natural: bool = False) -> str:
+        return sentence("DealerFinished", {"total": total, "bust": bust, "natural": natural,
+                                           "cards": ["TD", "6C", "9S"]})
+
+    assert finished(25, bust=True) == "the dealer busts on 25: 10♦ 6♣ 9♠"
+    assert finished(21, natural=True).startswith("the dealer has a natural, 21: ")
+    assert finished(18).startswith("the dealer stands on 18: ")
