@@ -488,7 +488,10 @@ class HandSchema(Out):
     cards = fields.List(fields.String(), required=True)
     total = fields.Integer(required=True)
     soft = fields.Boolean(required=True)
-    status = fields.String(required=True)
+    status = fields.String(required=True, metadata={
+        "description": "How the hand stands in play: live, bust, surrendered or forfeited. A "
+                       "hand still in play when the round settles stays live; `settled` says "
+                       "its stakes are settled."})
     doubled = fields.Boolean(required=True)
     stood = fields.Boolean(required=True)
     done = fields.Boolean(required=True)
@@ -511,7 +514,10 @@ class BoxSchema(Out):
     owner = fields.String(required=True)
     bettors = fields.List(fields.String(), required=True)
     stakes = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
-    hands = fields.List(fields.Nested(HandSchema), required=True)
+    hands = fields.List(fields.Nested(HandSchema), required=True, metadata={
+        "description": "In table order, left to right: a re-split's new hand goes right of the "
+                       "hand split (R-X4), so after one the list reads hand 0, 2, 1. Name a "
+                       "hand by its `hand` number, not its place in the list."})
 
 
 class DealerSchema(Out):
