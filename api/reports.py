@@ -43,12 +43,22 @@ def _player() -> fields.String:
     return fields.String(validate=[validate.Length(1, NAME_MAX_CHARS), printable])
 
 
+_MOMENT = ("An ISO 8601 time with its zone, as 2026-11-30T06:00:00Z or 2026-11-30T07:00:00%2B01:00 "
+           "(a + in a query string is written %2B).")
+
+
+def _moment(bound: str) -> fields.AwareDateTime:
+    return fields.AwareDateTime(
+        error_messages={"invalid": _MOMENT, "invalid_awareness": _MOMENT},
+        metadata={"description": f"{bound}, with a zone: 2026-11-30T06:00:00Z."})
+
+
 class SearchRoundsQuerySchema(Schema):
     table_id = fields.UUID()
     player = _player()
     status = fields.String(validate=validate.OneOf(STATUSES))
-    started_from = fields.AwareDateTime(metadata={"description": "Inclusive, with a zone."})
-    started_to = fields.AwareDateTime(metadata={"description": "Exclusive, with a zone."})
+    started_from = _moment("Inclusive")
+    started_to = _moment("Exclusive")
     wild_card = QueryBoolean()
     prize = QueryBoolean()
     ruling = QueryBoolean()

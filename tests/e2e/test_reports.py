@@ -105,6 +105,16 @@ def test_a_search_off_its_schema_is_422_naming_the_field(http, query, field):
     assert field in problem_of(http.get("/audit/rounds", **query), 422)["errors"]
 
 
+@pytest.mark.parametrize("moment", ["2025-01-01", "2025-01-01T00:00:00",
+                                    "2025-01-01T00:00:00 01:00"])
+def test_a_search_time_without_its_zone_is_refused_with_the_form_it_takes(http, moment):
+    # A day alone, no zone, or a + a query string turned into a space: "Not a valid datetime."
+    (said,) = problem_of(http.get("/audit/rounds", started_from=moment), 422)["errors"][
+        "started_from"]
+    assert said.startswith("An ISO 8601 time with its zone, as 2026-11-30T06:00:00Z")
+    assert "written %2B" in said
+
+
 @pytest.mark.parametrize(("path", "key"), [
     ("/audit/rounds", None),
     ("/audit/balances", ["balances", "a\ud800", "00000000-0000-0000-0000-000000000000"]),
