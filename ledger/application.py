@@ -760,7 +760,7 @@ class GameLedger(Application[UUID]):
 
     def balance(self, player: str) -> dict[str, Any]:
         try:
-            with self._reading(Account, ids.account_id(player), "account") as account:
+            with self._reading(Account, _account_id(player), "account") as account:
                 return account.summary()
         except NotFound:
             raise _no_account(player) from None
@@ -778,7 +778,7 @@ class GameLedger(Application[UUID]):
         """A page of the account's entries in order, the first after version ``after``,
         ``limit`` at most: ``items``, and ``next_after`` to pass for the next page (None on
         the last)."""
-        account_id = ids.account_id(player)
+        account_id = _account_id(player)
         page = self._events_page(account_id, after, limit)
         if not page["items"] and not self._exists(account_id):
             raise _no_account(player)
@@ -1103,7 +1103,7 @@ class GameLedger(Application[UUID]):
 
     def _account(self, player: str) -> Account:
         try:
-            return self._get(Account, ids.account_id(player), "account")
+            return self._get(Account, _account_id(player), "account")
         except NotFound:
             raise _no_account(player) from None
 
@@ -1307,6 +1307,13 @@ def reading_record(aggregate_id: UUID, what: str = "") -> Iterator[None]:
     except _UNREPLAYABLE as error:
         raise InvariantBroken(_cannot_hold(f"{what} {aggregate_id}".lstrip(), error)
                               ) from error
+
+
+def _account_id(player: str) -> UUID:
+    """The account of a player id that could name one: what could not (a control character,
+    65 characters) is refused as such, naming the player, not looked for."""
+    _check_name("player id", player, "player")
+    return ids.account_id(player)
 
 
 def _no_account(player: str) -> NotFound:

@@ -353,6 +353,17 @@ def test_a_query_parameter_the_route_does_not_take_or_given_twice_is_refused(
 # --- the ledger's refusals -------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("method", "path"), [
+    ("get", "/accounts/%00"), ("get", f"/accounts/{'a' * 65}"), ("get", "/accounts/%01/entries"),
+    ("post", "/accounts/%E2%80%AE/buy-in"), ("post", "/accounts/%20P1/cash-out")])
+def test_a_player_in_the_path_that_names_no_one_is_422_naming_the_player(desk, method, path):
+    # It was looked for, and the 404 echoed the control character back.
+    response = (desk.http.get(path, role="cashier") if method == "get" else
+                desk.http.post(path, {"amount": 5}, role="cashier"))
+    body = problem_of(response, 422)
+    assert (body["error"], list(body["errors"])) == ("NameRefused", ["player"])
+
+
 def test_insufficient_chips_is_422_with_its_rule(desk):
     body = problem_of(stake(desk, bettor="P1", box=1, amount=600), 422)
     assert body["detail"] == "P1 has fewer chips available than the 600 this needs."
