@@ -39,6 +39,13 @@ def decide(app: GameLedger, r: UUID, rid: Callable[[], str], data: st.DataObject
         app.void(rid(), "manager", r, "random void")
         return True
     d = data.draw(st.sampled_from(legal))
+    with contextlib.suppress(InsufficientChips):  # legal by the rules, but short of chips
+        _decide(app, r, rid, data, d)
+    return True
+
+
+def _decide(app: GameLedger, r: UUID, rid: Callable[[], str], data: st.DataObject,
+            d: dict[str, Any]) -> None:
     name, who, box, hand = d["decision"], d["player"], d["box"], d["hand"]
     if name in ("hit", "stand", "double", "split"):
         getattr(app, name)(rid(), "dealer", r, who, box, hand)
@@ -53,7 +60,6 @@ def decide(app: GameLedger, r: UUID, rid: Callable[[], str], data: st.DataObject
         app.insure(rid(), "dealer", r, who, data.draw(st.integers(5, max(cap, 5))))
     else:
         getattr(app, name)(rid(), "dealer", r)
-    return True
 
 
 def rebuilt_equals_live(app: GameLedger, r: UUID) -> None:
