@@ -464,7 +464,7 @@ class RoundMachine:
             if (f.MAIN, bettor, box, 0) in self.open_stakes:
                 back, rest = payout(held, (1, 2), self.limits.min_unit)
                 self._settle(bettor, box, 0, f.SURRENDERED, held, released=back, won=0,
-                             rate=[1, 2], remainder=rest, reason="surrendered by the owner")
+                             rate=[1, 2], remainder=rest, reason=SURRENDERED_REASON)
         return self._drawing(lambda: None)
 
     def insure(self, bettor: str, amount: int) -> list[f.Fact]:
@@ -497,7 +497,7 @@ class RoundMachine:
         won, rest = payout(held, (1, 1), self.limits.min_unit)
         self._begin()
         self._settle(bettor, box, 0, f.EVEN_MONEY, held, released=held, won=won, rate=[1, 1],
-                     remainder=rest, reason="even money taken against an ace")
+                     remainder=rest, reason=EVEN_MONEY_REASON)
         return self._end()
 
     def play_dealer(self, draw: Draw, peek: Peek | None = None) -> list[f.Fact]:
@@ -1176,6 +1176,13 @@ def _after_card(hand: Hand) -> None:
         hand.done = True
     elif total == 21 or hand.doubled or (hand.split_aces and len(hand.cards) == 2):
         hand.done = True
+
+
+SURRENDERED_REASON = "surrendered by the owner (R-C1)"
+EVEN_MONEY_REASON = "even money taken against an ace (R-C6)"
+# Reasons as rounds recorded them before they cited their rule: the round check takes them.
+REASONS_BEFORE = {SURRENDERED_REASON: "surrendered by the owner",
+                  EVEN_MONEY_REASON: "even money taken against an ace"}
 
 
 def wild_draw_reason(player: str, box: int) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from ledger.cards import HIDDEN, Card
 from ledger.engine import facts as f
-from ledger.engine.machine import SETTLING, RoundMachine, wild_draw_reason
+from ledger.engine.machine import REASONS_BEFORE, SETTLING, RoundMachine, wild_draw_reason
 from ledger.errors import InvariantBroken, LedgerError, ShoeExhausted
 from ledger.rules import RuleSet, TableLimits
 
@@ -58,12 +58,16 @@ def as_recorded_today(fact: f.Fact) -> f.Fact:
 
 
 def as_worded_then(produced: f.Fact, recorded: f.Fact) -> f.Fact:
-    """A forfeiture at the deal as rounds recorded it before every holder of a wild card was
-    named (R-W3): their reason named the first holder in seat order alone, as a wild draw's
-    does. Every other field must still match."""
-    if (isinstance(produced, f.StakeForfeited) and isinstance(recorded, f.StakeForfeited)
-            and recorded.reason == wild_draw_reason(produced.cause_player, produced.cause_box)):
-        return dataclasses.replace(produced, reason=recorded.reason)
+    """A settlement whose reason is worded as rounds recorded it before: a surrender's or even
+    money's without its rule, or a forfeiture at the deal naming the first holder of a wild
+    card alone, as a wild draw's does (R-W3). Every other field must still match."""
+    if not (isinstance(produced, f.StakeSettled) and type(recorded) is type(produced)):
+        return produced
+    then = REASONS_BEFORE.get(produced.reason)
+    if isinstance(produced, f.StakeForfeited):
+        then = wild_draw_reason(produced.cause_player, produced.cause_box)
+    if recorded.reason == then:
+        return dataclasses.replace(produced, reason=then)
     return produced
 
 

@@ -18,6 +18,7 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 
 from ledger.application import GameLedger
+from ledger.engine.machine import REASONS_BEFORE
 from tests.corpus.make_corpus import record_session
 
 CORPUS = Path(__file__).parent.parent / "corpus" / "ledger_events_v1.json"
@@ -68,6 +69,15 @@ def test_a_dealt_card_that_is_not_the_next_of_the_revealed_order_is_reported(mak
     assert f"position {state['position']} dealt {state['card']}" in findings[0]
 
 
+def as_worded_then(state: str) -> str:
+    """An event's state (base64) with the settlement reasons reworded since (they now cite
+    their rule) as the first version wrote them: the round check takes either."""
+    raw = base64.b64decode(state)
+    for now, then in REASONS_BEFORE.items():
+        raw = raw.replace(f'"reason":"{now}"'.encode(), f'"reason":"{then}"'.encode())
+    return base64.b64encode(raw).decode()
+
+
 def test_the_session_played_today_records_the_first_versions_events_byte_for_byte() -> None:
     """The event format has not drifted: replaying the corpus session through today's
     ledger stores the very same bytes, but for what a shoe draws at random when it is
@@ -80,7 +90,8 @@ def test_the_session_played_today_records_the_first_versions_events_byte_for_byt
     assert [(e["originator_id"], e["originator_version"], e["topic"]) for e in today["events"]] \
         == [(e["originator_id"], e["originator_version"], e["topic"]) for e in stored["events"]]
     changed = [e["topic"] for e, old in zip(today["events"], stored["events"], strict=True)
-               if e["state"] != old["state"] and e["topic"] not in random_when_sealed]
+               if as_worded_then(e["state"]) != old["state"]
+               and e["topic"] not in random_when_sealed]
     assert changed == []
     assert (today["rounds"], today["balances"]) == (stored["rounds"], stored["balances"])
 

@@ -12,6 +12,7 @@ Casino deal order (R-G2): box 1, box 2 (, box 3), dealer, box 1, box 2 (, box 3)
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
 
@@ -457,6 +458,30 @@ def test_a_deal_forfeiture_recorded_naming_one_holder_still_readjudicates() -> N
     assert "P3 drew the wild card on box 3" in finding
     (finding,) = readjudicate(WILD21, limits, recorded_with(then, cause=(3, "P3")))
     assert "cause_box=3" in finding
+
+
+@pytest.mark.parametrize(("played", "now", "then"), [
+    (lambda: casino("TS 9H 7D 6S 9C TD", stake=15).surrender("P1", 1).stand("P2", 2),
+     "surrendered by the owner (R-C1)", "surrendered by the owner"),
+    (lambda: casino("AS 9H AD KS 9C 7D", stake=15).even_money("P1", 1).stand("P2", 2),
+     "even money taken against an ace (R-C6)", "even money taken against an ace"),
+])
+def test_a_settlement_recorded_before_its_reason_cited_its_rule_still_readjudicates(
+        played: Callable[[], Scripted], now: str, then: str) -> None:
+    r = played().finish()
+    (i,) = [i for i, x in enumerate(r.facts)
+            if isinstance(x, f.StakeSettled) and x.reason.startswith(then)]
+    settled = r.facts[i]
+    assert isinstance(settled, f.StakeSettled)
+    assert settled.reason == now
+
+    def recorded_with(reason: str) -> list[f.Fact]:
+        return [*r.facts[:i], replace(settled, reason=reason), *r.facts[i + 1:]]
+
+    assert readjudicate(CASINO, TableLimits(), recorded_with(then)) == []
+    (finding,) = readjudicate(CASINO, TableLimits(), recorded_with(then + " (R-G5)"))
+    assert f"v{i + 1}" not in finding  # (no versions given: facts are counted from 1)
+    assert f"fact {i + 1}: recorded StakeSettled(" in finding
 
 
 def test_a_player_wild_21_pushes_a_dealer_wild_21() -> None:
