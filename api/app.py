@@ -60,6 +60,14 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
 }
 
 
+# The header an error response carries, by status.
+_HEADERS = {
+    401: ("WWW-Authenticate", "Bearer: the key goes in an Authorization header."),
+    405: ("Allow", "The methods the route takes."),
+    503: ("Retry-After", "Seconds to wait before retrying (with the same Idempotency-Key)."),
+}
+
+
 class PitbossApi(Api):  # type: ignore[misc]  # flask-smorest carries no types
     """flask-smorest's Api with problem details as the documented error shape."""
 
@@ -70,6 +78,10 @@ class PitbossApi(Api):  # type: ignore[misc]  # flask-smorest carries no types
             response: dict[str, Any] = {"description": status.phrase}
             if not (100 <= status < 200) and status not in (204, 304):
                 response["schema"] = self.ERROR_SCHEMA
+            if status in _HEADERS:
+                name, description = _HEADERS[status]
+                response["headers"] = {name: {"description": description,
+                                              "schema": {"type": "string"}}}
             prepare_response(response, self.spec, PROBLEM_JSON)
             self.spec.components.response(status.name, response, lazy=True)
         default: dict[str, Any] = {"description": "Problem details", "schema": ProblemSchema}

@@ -9,7 +9,7 @@ from flask.views import MethodView
 from marshmallow import Schema, fields
 
 from api.database import DatabaseSettings, DatabaseUnavailable, check_database
-from api.problems import PROBLEM_JSON, RETRY_AFTER_S, ProblemSchema, problem
+from api.problems import DATABASE_UNAVAILABLE, PROBLEM_JSON, RETRY_AFTER_S, ProblemSchema, problem
 from api.views import Blueprint
 
 blp = Blueprint("health", __name__, description="Liveness and database reachability.")
@@ -30,6 +30,8 @@ class Health(MethodView):
         schema=ProblemSchema,
         content_type=PROBLEM_JSON,
         description="The database does not answer.",
+        headers={"Retry-After": {"description": "Seconds to wait before asking again.",
+                                 "schema": {"type": "string"}}},
     )
     def get(self) -> dict[str, Any] | Response:
         """Answer 200 when the database runs ``select 1`` within the timeout, else 503."""
@@ -37,6 +39,6 @@ class Health(MethodView):
         try:
             check_database(settings, timeout_s=current_app.config["HEALTH_DB_TIMEOUT_S"])
         except DatabaseUnavailable as exc:
-            return problem(503, "Database unavailable", str(exc),
+            return problem(503, "Database unavailable", str(exc), type_=DATABASE_UNAVAILABLE,
                            headers={"Retry-After": str(RETRY_AFTER_S)})
         return {"status": "ok", "database": settings.masked()}

@@ -36,6 +36,8 @@ from ledger.errors import InvariantBroken, LedgerError
 logger = logging.getLogger("pitboss.api")
 
 PROBLEM_JSON: Final = "application/problem+json"
+# Its own type: with about:blank, RFC 7807 wants the title to be the status phrase.
+DATABASE_UNAVAILABLE: Final = "urn:pitboss:problem:database-unavailable"
 STATUS_BY_KIND: Final = {"refused": 422, "not_found": 404, "conflict": 409, "stale": 412}
 RETRY_AFTER_S: Final = 1
 _BODY_LOCATIONS: Final = frozenset({"json", "form", "json_or_form"})
@@ -199,7 +201,7 @@ def persistence_problem(error: PersistenceError) -> Response:
     return problem(503, "Database unavailable",
                    "The database did not answer in time or is busy; the request may not have "
                    "been recorded. Retry it with the same Idempotency-Key.",
-                   headers={"Retry-After": str(RETRY_AFTER_S)})
+                   type_=DATABASE_UNAVAILABLE, headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
 def data_problem(error: DataError) -> Response:

@@ -80,8 +80,10 @@ class Blueprint(flask_smorest.Blueprint):  # type: ignore[misc]  # flask-smorest
     ARGUMENTS_PARSER = Parser()
 
 SECURITY: list[dict[str, list[str]]] = [{"bearerAuth": []}]
-_READ_ERRORS = (401, 403, 404, 422)
-_WRITE_ERRORS = (401, 403, 404, 409, 422)
+# Documented on every route that reads or writes the ledger (405, for a method a route does
+# not take, is the path's, not an operation's: it falls under "default").
+_READ_ERRORS = (401, 403, 404, 422, 503)
+_WRITE_ERRORS = (401, 403, 404, 409, 413, 415, 422, 503)
 
 
 def guard(blp: Blueprint, *roles: str, mutating: bool = False,

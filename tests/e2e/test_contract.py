@@ -128,3 +128,21 @@ def test_no_request_gets_a_5xx_or_an_answer_off_the_document(fuzzed, label):
         case.call_and_validate(headers=headers, checks=CHECKS)
 
     run()
+
+
+def test_the_document_declares_the_statuses_and_headers_every_route_may_answer() -> None:
+    # 503 (with Retry-After), 413 and 415 were answered but declared nowhere but /healthz.
+    doc = _document_only_app().test_client().get("/openapi.json").get_json()
+    responses = doc["components"]["responses"]
+    assert "Retry-After" in responses["SERVICE_UNAVAILABLE"]["headers"]
+    assert "WWW-Authenticate" in responses["UNAUTHORIZED"]["headers"]
+    operations = [(path, method, op) for path, item in doc["paths"].items()
+                  for method, op in item.items() if method in ("get", "post")]
+    assert len(operations) > 40
+    for path, method, op in operations:
+        declared = set(op["responses"])
+        assert "503" in declared, (method, path)
+        if method == "post":
+            assert {"413", "415"} <= declared, (method, path)
+    health = doc["paths"]["/healthz"]["get"]["responses"]["503"]
+    assert "Retry-After" in health["headers"]

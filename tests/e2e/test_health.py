@@ -32,7 +32,8 @@ def test_healthz_answers_503_problem_details_when_the_database_is_unreachable(un
     assert response.status_code == 503
     assert response.mimetype == PROBLEM_JSON
     body = response.get_json(force=True)
-    assert body["type"] == "about:blank"
+    # A title of its own, so a type of its own (RFC 7807: about:blank takes the status phrase).
+    assert body["type"] == "urn:pitboss:problem:database-unavailable"
     assert body["title"] == "Database unavailable"
     assert body["status"] == 503
     assert f"127.0.0.1:{unused_port}" in body["detail"]
