@@ -68,7 +68,7 @@ from eventsourcing.postgres import (
 )
 from psycopg import Connection, Cursor
 from psycopg.adapt import Dumper
-from psycopg.errors import error_from_result
+from psycopg.errors import LockNotAvailable, QueryCanceled, error_from_result
 from psycopg.generators import execute
 from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg.pq.abc import PGresult
@@ -126,19 +126,23 @@ _R = TypeVar("_R")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+# What says the database is down or busy, not that a connection broke: trying again only
+# makes the request wait as long again.
+_WAITED_OUT = (PoolTimeout, TooManyRequests, LockNotAvailable, QueryCanceled)
+
+
 def _retried(statement: Callable[_P, _R]) -> Callable[_P, _R]:
-    """``statement`` tried again on a connection that broke, but not when the pool had no
-    connection to give within its timeout (or too many requests waited): the database does not
-    answer, or is busy, and the library's ten tries made a request wait ten timeouts (52 s)
-    before its 503."""
+    """``statement`` tried again on a connection that broke, but not after a wait ran out (for
+    a connection from the pool, too many requests waiting, for a lock, or the statement's own
+    timeout): the database does not answer or is busy, and the library's ten tries made a
+    request wait ten timeouts (22 to 52 s) before its 503."""
     @functools.wraps(statement)
     def tried(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         for attempt in range(1, STATEMENT_TRIES + 1):
             try:
                 return statement(*args, **kwargs)
             except (InterfaceError, OperationalError) as error:
-                if attempt == STATEMENT_TRIES or isinstance(
-                        error.__cause__, PoolTimeout | TooManyRequests):
+                if attempt == STATEMENT_TRIES or isinstance(error.__cause__, _WAITED_OUT):
                     raise
             time.sleep(STATEMENT_RETRY_WAIT_S * random.uniform(0.95, 1.05))
         raise AssertionError("unreachable")  # pragma: no cover

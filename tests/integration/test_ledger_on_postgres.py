@@ -61,7 +61,7 @@ def ledgers(env: dict[str, str]) -> Iterator[Callable[..., GameLedger]]:
     made: list[GameLedger] = []
 
     def make(cls: type[GameLedger] = GameLedger, **kwargs: Any) -> GameLedger:
-        ledger = cls(env=env, shoe_key=key, **kwargs)
+        ledger = cls(**{"env": env, "shoe_key": key, **kwargs})  # env may be given instead
         made.append(ledger)
         return ledger
 
@@ -975,3 +975,40 @@ def test_an_append_waiting_on_the_append_lock_is_interrupted_by_ctrl_c_and_recor
         ).fetchone() != (0,), "the buy-in")
         assert "KeyboardInterrupt" in err
     assert ledgers().balance("P1")["available"] == 0  # the lock is free: nothing came late
+
+
+def test_an_append_that_waits_out_the_lock_timeout_is_refused_after_one_wait(
+        ledgers: Callable[..., GameLedger], env: dict[str, str],
+        database: DatabaseSettings) -> None:
+    # A bulk load holding the append lock: each of the library's ten tries waited out the lock
+    # timeout again, and the buy-in got its 503 after ten of them (52 s at the default 5 s).
+    from eventsourcing.persistence import OperationalError
+
+    app = ledgers(env={**env, "POSTGRES_LOCK_TIMEOUT": "1"})
+    app.open_account("a", "cashier", "P1")
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    key = append_lock_key(env["POSTGRES_SCHEMA"], recorder.events_table_name)
+    waits: set[object] = set()  # each try's wait for the lock, by when it began
+    done = threading.Event()
+    with psycopg.connect(database.conninfo(), autocommit=True) as holder, \
+            psycopg.connect(database.conninfo(), autocommit=True) as watcher:
+        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+
+        def watch() -> None:
+            while not done.is_set():
+                waits.update(row[0] for row in watcher.execute(
+                    "SELECT waitstart FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                    "AND waitstart IS NOT NULL").fetchall())
+                done.wait(0.02)
+
+        watching = threading.Thread(target=watch)
+        watching.start()
+        try:
+            with pytest.raises(OperationalError, match="lock timeout"):
+                app.buy_in("b", "cashier", "P1", 100)
+        finally:
+            done.set()
+            watching.join()
+    assert len(waits) == 1, waits
+    assert ledgers().balance("P1")["available"] == 0
