@@ -72,8 +72,7 @@ class TablePlay:
         self._random = random.Random(self.seed)
 
     def open(self) -> None:
-        table = self.dealer.post("/tables", {"name": self.name, "preset": self.preset,
-                                             "limits": {"table_max": 10_000}})
+        table = self.dealer.post("/tables", {"name": self.name, "preset": self.preset})
         self.table_id = table["id"]
         for n in range(1, PLAYERS_PER_TABLE + 1):
             player = f"{self.name}-P{n}"

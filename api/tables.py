@@ -14,8 +14,9 @@ from typing import Any
 from uuid import UUID
 
 from marshmallow import Schema
+from werkzeug.exceptions import Forbidden
 
-from api.auth import AUDITOR, DEALER, MANAGER
+from api.auth import AUDITOR, DEALER, MANAGER, current_principal
 from api.schemas import (
     AnswerSchema,
     BoxBettorSchema,
@@ -81,11 +82,15 @@ def rules_from(body: dict[str, Any]) -> RuleSet:
 
 
 @blp.route("/tables", methods=["POST"])
-@guard(blp, DEALER, mutating=True)
+@guard(blp, DEALER, MANAGER, mutating=True)
 @blp.arguments(OpenTableSchema())
 @blp.response(201, TableSchema)
 def open_table(body: dict[str, Any], request_id: str) -> dict[str, Any]:
-    """Open a table under a preset (R-S2), with overrides and limits (R-S1, R-X15)."""
+    """Open a table under a preset (R-S2); overrides and limits (R-S1, R-X15) are the
+    manager's, as a change of a table's rules is: a dealer opens a preset as it is."""
+    if (body.get("overrides") or body.get("limits")) and current_principal().role != MANAGER:
+        raise Forbidden("The dealer role opens a table under a preset as it is, with its "
+                        "default limits; rules or limits of its own need the manager role.")
     led = ledger()
     with settings_named():
         rules = rules_from(body)

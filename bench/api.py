@@ -74,11 +74,10 @@ from ledger.application import GameLedger
 from ledger.rules import TableLimits, preset
 from ledger.sealing import ShoeSealer
 
-# The direct side plays the rounds TablePlay plays over HTTP: tables of this preset and limit,
-# PLAYERS_PER_TABLE players bought in for BUY_IN, stakes drawn from STAKES, the dealer key's
-# holder as the actor of every step.
+# The direct side plays the rounds TablePlay plays over HTTP: tables of this preset with its
+# default limits, PLAYERS_PER_TABLE players bought in for BUY_IN, stakes drawn from STAKES, the
+# dealer key's holder as the actor of every step.
 PRESET = "casino"
-TABLE_MAX = 10_000  # the limit TablePlay.open asks for
 KEY_NAMES = {role: f"bench-{role}" for role in ("dealer", "cashier", "auditor")}
 # Each HTTP path's use case, as its view runs it.
 _RUN_BY_PATH = {path.removeprefix("/"): run for _, path, _, run, _ in COMMANDS}
@@ -199,7 +198,7 @@ class DirectTerminal:
         self._random = random.Random(seed)  # the stakes, drawn as TablePlay draws them
         self.players = [f"direct-{tag}-P{n}" for n in range(1, PLAYERS_PER_TABLE + 1)]
         self.table = ledger.open_table(self.rid(), KEY_NAMES["dealer"], f"direct-{tag}",
-                                       preset(PRESET), TableLimits(table_max=TABLE_MAX))
+                                       preset(PRESET), TableLimits())
         for player in self.players:
             ledger.open_account(self.rid(), KEY_NAMES["cashier"], player)
             ledger.buy_in(self.rid(), KEY_NAMES["cashier"], player, BUY_IN)

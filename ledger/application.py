@@ -1432,7 +1432,7 @@ def _check_name(what: str, name: str, field: str | None = None) -> None:
     if not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX_CHARS \
             or not name.isprintable() or name != name.strip():
         raise NameRefused(f"A {what} is 1 to {NAME_MAX_CHARS} printable characters without "
-                          "surrounding spaces.", "R-S1", field=field)
+                          "surrounding spaces.", field=field)  # RULES.md has no rule on names
 
 
 def _check_new_name(what: str, name: str, field: str) -> None:
@@ -1442,7 +1442,7 @@ def _check_new_name(what: str, name: str, field: str) -> None:
     a name recorded before stays usable.)"""
     if unicodedata.normalize("NFC", name) != name or unicodedata.combining(name[0]):
         raise NameRefused(f"A {what} is written in composed form (Unicode NFC) and does not "
-                          "start with an accent.", "R-S1", field=field)
+                          "start with an accent.", field=field)
 
 
 def _check_rule_set(rules: RuleSet) -> None:

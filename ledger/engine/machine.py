@@ -511,7 +511,7 @@ class RoundMachine:
         t = self.turn()
         if t is not None:
             raise NotYourTurn(f"Box {t[0]}, hand {t[1]} has not finished; the dealer plays "
-                              "after every box, as it is dealt after them.", "R-G2")
+                              "after every box.")  # as the house rules say; RULES.md numbers none
         self._begin()
         return self._drawing(lambda: self._dealer_draws(draw, peek))
 
@@ -601,9 +601,9 @@ class RoundMachine:
                 why, rule = _finished(h)
                 raise NotYourTurn(f"Box {box}, hand {hand} has finished its turn: {why}.", rule)
             t = self.turn()
-            if t is not None and t[0] != box:  # another box: boxes play in their deal order
+            if t is not None and t[0] != box:  # RULES.md numbers no rule on the boxes' order
                 raise NotYourTurn(f"It is not this box's turn: box {t[0]}, hand {t[1]} plays "
-                                  "first (boxes play in the order they are dealt).", "R-G2")
+                                  "first (boxes play in seat order).")
             raise NotYourTurn(f"It is not this hand's turn: box {t[0] if t else '-'}, hand "
                               f"{t[1] if t else '-'} plays first (hands play left to right).",
                               "R-C3")

@@ -326,7 +326,7 @@ def test_a_query_off_its_schema_is_422_naming_the_field(desk, query, field):
     ({"preset": "casino", "limits": {"boxes": 13}}, "limits.boxes"),
 ])
 def test_an_invalid_rule_set_is_422_naming_the_setting(http, body, field):
-    response = http.post("/tables", {"name": "T", **body})
+    response = http.post("/tables", {"name": "T", **body}, role="manager")
     problem = problem_of(response, 422)
     assert list(problem["errors"]) == [field], problem
 
@@ -361,7 +361,7 @@ def test_a_player_in_the_path_that_names_no_one_is_422_naming_the_player(desk, m
     response = (desk.http.get(path, role="cashier") if method == "get" else
                 desk.http.post(path, {"amount": 5}, role="cashier"))
     body = problem_of(response, 422)
-    assert (body["error"], list(body["errors"])) == ("NameRefused", ["player"])
+    assert (body["error"], body["rule"], list(body["errors"])) == ("NameRefused", None, ["player"])
 
 
 def test_insufficient_chips_is_422_with_its_rule(desk):
@@ -592,5 +592,19 @@ def valid_requests(spec: dict[str, Any]) -> dict[tuple[str, str], Request]:
 def test_a_name_written_another_way_is_refused_naming_the_field(http, path, body, role, field):
     # "Café" written decomposed would open a second table that looks like the first.
     answer = problem_of(http.post(path, body, role=role), 422)
-    assert (answer["error"], answer["rule"]) == ("NameRefused", "R-S1")
+    assert (answer["error"], answer["rule"]) == ("NameRefused", None)
     assert "composed form" in answer["errors"][field][0]
+
+
+@pytest.mark.parametrize("extra", [
+    {"overrides": {"name": "house-friendly", "version": 1, "natural_pays": [100, 1]}},
+    {"limits": {"table_max": 10**12}}])
+def test_a_dealer_opens_a_preset_as_it_is_and_a_manager_anything(http, extra):
+    # A dealer's key opened a table paying 100:1 on a natural, which the round check passed as
+    # following its own rules: rules of its own are the manager's, as changing them is.
+    body = {"name": "Own rules", "preset": "casino", **extra}
+    refused = problem_of(http.post("/tables", body, role="dealer"), 403)
+    assert "the manager role" in refused["errors"]["Authorization"][0]
+    assert http.ok(http.post("/tables", body, role="manager"), 201)["name"] == "Own rules"
+    assert http.ok(http.post("/tables", {"name": "Plain", "preset": "casino"}, role="dealer"),
+                   201)["limits"]["table_max"] == 1000

@@ -16,7 +16,7 @@ AUDIT = {A, M}
 
 ROUTE_ROLES: dict[tuple[str, str], set[str]] = {
     ("GET", "/whoami"): set(ROLES),
-    ("POST", "/tables"): {D},
+    ("POST", "/tables"): {D, M},  # overrides and limits: M only (test_refusals)
     ("GET", "/tables/<uuid:table_id>"): VIEW,
     ("POST", "/tables/<uuid:table_id>/close"): {D},
     ("POST", "/tables/<uuid:table_id>/reopen"): {D},
