@@ -667,24 +667,23 @@ class ShoeSchema(Out):
 class ChainReportSchema(Out):
     rows = fields.Integer(required=True)
     head = fields.String(required=True, metadata={
-        "description": "The link recomputed for the last row checked (past an altered event, "
-                       "from the link stored with it: keep a head only from an intact walk)."})
+        "description": "The link the walk carries at the last row checked: recomputed, or "
+                       "past an altered event the link stored with it (keep a head only from "
+                       "an intact walk)."})
     head_notification_id = fields.Integer(required=True)
     intact = fields.Boolean(required=True)
     findings = fields.List(fields.String(), required=True)
     complete = fields.Boolean(required=True, metadata={
         "description": "Whether the walk reached the last stored event. It goes on past an "
-                       "altered event, listing each; it stops short at the row limit, after "
-                       f"{CHAIN_FINDINGS_MAX} findings, or where a head kept outside does not "
-                       "match."})
+                       "altered event, and past a kept head that does not match, listing each; "
+                       f"it stops short at the row limit or after {CHAIN_FINDINGS_MAX} "
+                       "findings."})
     from_start = fields.Boolean(required=True, metadata={
         "description": "Whether the walk began at the first event (after=0). A part that "
                        "starts later takes the link stored there on trust: the events before "
                        "it, and a kept head's proof, rest on the parts before it."})
     next_after = fields.Integer(required=True, allow_none=True, metadata={
-        "description": "Pass as after= for the next part; null once complete, or when a "
-                       "head kept outside did not match (every link after it is built on the "
-                       "altered record)."})
+        "description": "Pass as after= for the next part; null once complete."})
     kept_head_checked = fields.Boolean(required=True, metadata={
         "description": "Whether this part compared expected_head (or found its event "
                        "missing): false when it stopped before expected_at; go on from "

@@ -704,12 +704,11 @@ def link(previous: bytes, originator_id: UUID, version: int, topic: str, state: 
 class ChainReport:
     """The result of walking (part of) the chain: rows checked, the link reached, what did not
     match, and whether the walk reached the last row (``complete``; else it goes on after
-    ``next_after``, unless a head kept outside did not match: every link after it is then
-    built on an altered record). A walk goes on past an event that does not match, from the
-    link stored with it, so that one walk lists every altered event (up to
-    ``CHAIN_FINDINGS_MAX``). A part that did not start at the first event (``from_start``
-    false) took the link stored where it starts on trust: it proves nothing of the events
-    before, which only the parts before it check."""
+    ``next_after``). A walk goes on past an event that does not match, and past a kept head
+    that does not, from the link stored there, so that one walk lists every altered event (up
+    to ``CHAIN_FINDINGS_MAX`` a part). A part that did not start at the first event
+    (``from_start`` false) took the link stored where it starts on trust: it proves nothing of
+    the events before, which only the parts before it check."""
 
     rows: int
     head: str
@@ -717,7 +716,6 @@ class ChainReport:
     findings: list[str]
     complete: bool = True
     from_start: bool = True
-    resumable: bool = True  # false: the walk cannot go on (a kept head did not match)
     kept_head_checked: bool = False  # an expected head was compared (or found missing)
     # What leaves the record open to change now, though the chain is intact (triggers off).
     warnings: list[str] = field(default_factory=list)
@@ -728,9 +726,8 @@ class ChainReport:
 
     @property
     def next_after(self) -> int | None:
-        """Where the next part of the walk starts (``after=``); None once complete, or when a
-        head kept outside did not match."""
-        return None if self.complete or not self.resumable else self.head_notification_id
+        """Where the next part of the walk starts (``after=``); None once complete."""
+        return None if self.complete else self.head_notification_id
 
 
 def _rows(recorder: LedgerRecorder, after: int) -> Iterator[dict[str, Any]]:
@@ -753,34 +750,36 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
                  expected_head: str | None = None, expected_at: int | None = None,
                  on_row: Callable[[int], None] | None = None) -> ChainReport:
     """Recompute every link after notification ``after`` (from the genesis, or from the link
-    stored with that event), ``limit`` rows at most, and report each event that does not match
-    (going on from the link stored with it), up to ``CHAIN_FINDINGS_MAX``.
+    stored with that event), ``limit`` rows at most, and report each event that does not match,
+    up to ``CHAIN_FINDINGS_MAX``: past one, the walk goes on from the link stored with it.
 
     ``expected_head`` is a link kept outside the database: the one of the event at
-    notification ``expected_at``, which must then match however many events came after it;
-    without ``expected_at``, the last one, once the walk is complete. ``on_row`` is told each
-    notification id checked. Walking the parts in order, each from where the last one
-    stopped, checks the whole chain: each part starts from the link the one before
-    recomputed."""
+    notification ``expected_at``, which the link the walk carries there must then be, however
+    many events came after it; without ``expected_at``, the last one, once the walk is
+    complete. (Past an event that does not match, the walk carries the stored link: the kept
+    head then still shows links rewritten since.) ``on_row`` is told each notification id
+    checked. Walking the parts in order, each from where the last one stopped, checks the
+    whole chain: each part starts from the link the one before carried."""
     from_start = after == 0
     previous = GENESIS if from_start else _stored_link(recorder, after)
     if previous is None:  # a walk's argument, not a finding about the record
         raise QueryRefused(f"There is no event at notification {after} to start after: start "
-                           "after 0, or after an id a walk reported.", field="after")
+                           "after 0, or after an id a walk reported (if one did, that event "
+                           "has been removed since: walk again from the start).", field="after")
     kept_at = expected_at if expected_head is not None else None
     if kept_at is not None and kept_at < after:
         raise QueryRefused(f"The head kept outside was taken at notification {kept_at}, before "
                            f"this part: start after {kept_at} or earlier.", field="expected_at")
-    # At the part's start, the kept head is compared with the link the part before checked.
+    # At the part's start, the kept head is compared with the link the part before carried.
     checked = kept_at == after
     findings = (_kept_head_findings(after, after, previous.hex(), expected_head)
                 if checked else [])
     pending = kept_at if kept_at is not None and kept_at > after else None
     rows = 0
     last_id = after
-    reached_end = resumable = not findings
-    for row in [] if findings else _rows(recorder, after):
-        if (limit is not None and rows == limit) or len(findings) == CHAIN_FINDINGS_MAX:
+    reached_end = True
+    for row in _rows(recorder, after):
+        if (limit is not None and rows == limit) or len(findings) >= CHAIN_FINDINGS_MAX:
             reached_end = False
             break
         rows += 1
@@ -793,30 +792,24 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
                             f"(notification {last_id}) does not match the chain: it, or the "
                             "event before it (its link recomputed), was altered or inserted, "
                             "or an event between them removed")
-            if pending is not None:  # the record up to the kept head is shown altered
-                pending, checked = None, True
         previous = expected if stored is None else stored  # past a break: the stored link
         if pending is not None and last_id >= pending:
-            mismatch = _kept_head_findings(pending, last_id, expected.hex(), expected_head)
+            findings += _kept_head_findings(pending, last_id, previous.hex(), expected_head)
             pending, checked = None, True
-            if mismatch:  # every link after it is built on an altered record
-                findings += mismatch
-                reached_end = resumable = False
-                break
         if on_row is not None:
             on_row(last_id)
     head = previous.hex()
     if reached_end and expected_head is not None:
         if pending is not None:  # the walk ended before the kept head's notification id
             findings += _kept_head_findings(pending, last_id, head, expected_head)
-        elif kept_at is None and expected_head != head and not findings:
+        elif kept_at is None and expected_head != head:
             findings.append(f"the chain head is {head}, not the {expected_head} kept outside: "
                             "events were recorded since it was kept, or the record was "
                             "altered; give the notification id it was kept at to check the "
                             "record up to it")
         checked = checked or kept_at is None or pending is not None
     return ChainReport(rows=rows, head=head, head_notification_id=last_id, findings=findings,
-                       complete=reached_end, from_start=from_start, resumable=resumable,
+                       complete=reached_end, from_start=from_start,
                        kept_head_checked=expected_head is not None and checked,
                        warnings=unguarded(recorder))
 

@@ -465,17 +465,41 @@ def test_the_chain_command_walks_the_database_and_fails_on_another_head(
     assert later.exit_code == 0, later.output
     assert (f"intact: the link at notification {head['notification_id']} is the one kept "
             "outside") in later.stdout
-    # A kept head that does not match ends the walk there, and the bar does not say 100%.
+    # A kept head that does not match is a finding, and the walk goes on to the end.
     early = ["--expected-head", other, "--expected-at", "2"]
-    stopped = CliRunner().invoke(main, ["chain", *early])
-    assert stopped.exit_code == 1
-    assert "up to notification 2\n" in stopped.stdout  # no head to keep from it
-    assert "the walk stopped here: every link after it is built on the altered record" in (
-        stopped.stdout)
-    assert "(100%)" not in stopped.stderr
+    walked = CliRunner().invoke(main, ["chain", *early])
+    assert walked.exit_code == 1
+    assert walked.stdout.startswith("BROKEN: the link at notification 2 is ")
+    last = http.ok(http.get("/audit/chain/head", role="auditor"))["notification_id"]
+    assert walked.stdout.endswith(f"up to notification {last}\n")  # no head to keep from it
     alone = CliRunner().invoke(main, ["chain", "--expected-at", "1"])
     assert alone.exit_code == 2
     assert "give both" in alone.output
+
+
+def test_the_chain_command_lists_every_altered_event_past_the_findings_of_one_part(
+        make_app, database, monkeypatch):
+    from ledger.storage import CHAIN_FINDINGS_MAX
+
+    app = make_app()
+    http = Http(app.test_client())
+    http.ok(http.post("/accounts", {"player": "P9"}, role="cashier"), 201)
+    for _ in range(CHAIN_FINDINGS_MAX + 5):
+        http.ok(http.post("/accounts/P9/buy-in", {"amount": 1}, role="cashier"))
+    schema = app.extensions["pitboss"].env["POSTGRES_SCHEMA"]
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        table = f'"{schema}".ledger_events'
+        conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+        altered = conn.execute(f"UPDATE {table} SET state = state || '\\x20'::bytea WHERE "
+                               "topic = 'pitboss:Account.BoughtIn' RETURNING 1").fetchall()
+        conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+    assert len(altered) > CHAIN_FINDINGS_MAX
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", schema)
+    result = CliRunner().invoke(main, ["chain"])
+    assert result.exit_code == 1
+    broken = [line for line in result.stdout.splitlines() if line.startswith("BROKEN: ")]
+    assert len(broken) == len(altered)  # in parts, but all of them
 
 
 def test_reading_commands_say_so_when_the_database_holds_no_ledger(database, monkeypatch):

@@ -293,7 +293,7 @@ def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
     assert report.findings[0].startswith(f"the link at notification {kept_at} is ")
     assert report.findings[0].endswith(f"not the {kept} kept outside: the record up to it "
                                        "was altered")
-    assert (report.complete, report.next_after) == (False, None)  # it stopped at the break
+    assert (report.complete, report.next_after) == (True, None)  # it walked on past it
     assert report.kept_head_checked
     # Walked from the kept head onwards, the link there is the one compared.
     onwards = verify_chain(recorder, after=kept_at, expected_head=kept, expected_at=kept_at)
@@ -310,6 +310,50 @@ def test_a_head_kept_outside_exposes_a_chain_recomputed_after_an_alteration(
                                "one kept with it"]
     assert (beyond.complete, beyond.next_after) == (True, None)  # it walked to the end
     assert beyond.kept_head_checked
+
+
+def _rewrite_links_from(conn: psycopg.Connection[Any], table: str, first: int) -> None:
+    """Recompute every link from notification ``first`` on, as one hiding an alteration does."""
+    previous = bytes(conn.execute(f"SELECT chain_hash FROM {table} WHERE notification_id < %s "
+                                  "ORDER BY notification_id DESC LIMIT 1", (first,)
+                                  ).fetchone()[0])  # type: ignore[index]
+    for row in conn.execute(f"SELECT notification_id, originator_id, originator_version, topic, "
+                            f"state FROM {table} WHERE notification_id >= %s ORDER BY "
+                            "notification_id", (first,)).fetchall():
+        previous = link(previous, row[1], row[2], row[3], bytes(row[4]))
+        conn.execute(f"UPDATE {table} SET chain_hash = %s WHERE notification_id = %s",
+                     (previous, row[0]))
+
+
+def _alter_state_at(conn: psycopg.Connection[Any], table: str, notification_id: int) -> None:
+    conn.execute(f"UPDATE {table} SET state = state || '\\x20'::bytea "
+                 "WHERE notification_id = %s", (notification_id,))
+
+
+def test_one_walk_shows_an_alteration_hidden_behind_another(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    # A crude alteration early switched the kept head's comparison off, and a kept head that
+    # did not match ended the walk: either way, the other alteration went unreported.
+    _, recorder = with_a_round(ledgers)
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        rows = conn.execute(f"SELECT notification_id, chain_hash FROM {table} "
+                            "ORDER BY notification_id").fetchall()
+    assert len(rows) >= 12
+    crude, rewritten, (kept_at, kept_link), late = rows[2][0], rows[5][0], rows[8], rows[-1][0]
+    with behind_the_ledger(database, env) as (conn, table):
+        _alter_state_at(conn, table, rewritten)
+        _rewrite_links_from(conn, table, rewritten)  # hidden from the chain alone
+        _alter_state_at(conn, table, crude)  # links left alone
+        _alter_state_at(conn, table, late)
+    report = verify_chain(recorder, expected_head=bytes(kept_link).hex(), expected_at=kept_at)
+    said = "\n".join(report.findings)
+    assert len(report.findings) == 3, said
+    assert f"(notification {crude}) does not match" in report.findings[0]
+    assert report.findings[1].startswith(f"the link at notification {kept_at} is ")
+    assert f"(notification {late}) does not match" in report.findings[2]
+    assert (report.complete, report.kept_head_checked) == (True, True)
 
 
 def test_processes_starting_together_create_the_tables_once_without_deadlock(
