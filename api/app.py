@@ -63,7 +63,6 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
 # The header an error response carries, by status.
 _HEADERS = {
     401: ("WWW-Authenticate", "Bearer: the key goes in an Authorization header."),
-    405: ("Allow", "The methods the route takes."),
     503: ("Retry-After", "Seconds to wait before retrying (with the same Idempotency-Key)."),
 }
 

@@ -58,6 +58,9 @@ _PHASE_REFUSALS = {  # why a command of another phase is refused now
 }
 REASON_MAX_CHARS = 500
 RULINGS_MAX = 20  # per round: each is served with the round's state, in every replay frame
+# Stakes placed and withdrawn before the deal, per round: every replay and check of the round
+# reads them all (placing and withdrawing one stake over and over grew a round to 80,000 events).
+BETTING_CHANGES_MAX = 200
 _STATUS_RULE = {BUST: "R-G3", SURRENDERED: "R-C1", FORFEITED: "R-W2"}
 
 
@@ -310,6 +313,7 @@ class RoundMachine:
     def place_stake(self, bettor: str, box: int, amount: int) -> list[f.Fact]:
         """R-C8, R-X14, R-M1: a stake on a box while betting is open."""
         self._require_phase(BETTING)
+        self._require_betting_change()
         _check_bettor(bettor)
         lim = self.limits
         if type(box) is not int or not 1 <= box <= lim.boxes:
@@ -341,12 +345,19 @@ class RoundMachine:
     def withdraw_stake(self, bettor: str, box: int) -> list[f.Fact]:
         """R-X14, R-C8: a stake comes off the box while betting is open."""
         self._require_phase(BETTING)
+        self._require_betting_change()
         b = self.boxes.get(box)
         if b is None or bettor not in b.initial:
             raise BetRefused(f"{bettor} has no stake on box {box} to withdraw.", "R-X14")
         self._begin()
         self._emit(f.StakeWithdrawn(bettor=bettor, box=box, amount=b.initial[bettor]))
         return self._end()
+
+    def _require_betting_change(self) -> None:
+        if self.facts >= BETTING_CHANGES_MAX:  # only stakes placed and withdrawn so far
+            raise BetRefused(f"This round has taken {BETTING_CHANGES_MAX} stakes placed and "
+                             "withdrawn, the most one round takes: deal it, or void it and "
+                             "start another.")
 
     def close_betting(self, draw: Draw) -> list[f.Fact]:
         """Close betting and make the initial deal (R-C8, R-G2, R-W3)."""
