@@ -357,7 +357,7 @@ class RoundMachine:
         if self.facts >= BETTING_CHANGES_MAX:  # only stakes placed and withdrawn so far
             raise BetRefused(f"This round has taken {BETTING_CHANGES_MAX} stakes placed and "
                              "withdrawn, the most one round takes: deal it, or void it and "
-                             "start another.")
+                             "start another.", "R-X14")
 
     def close_betting(self, draw: Draw) -> list[f.Fact]:
         """Close betting and make the initial deal (R-C8, R-G2, R-W3)."""
@@ -522,7 +522,7 @@ class RoundMachine:
         t = self.turn()
         if t is not None:
             raise NotYourTurn(f"Box {t[0]}, hand {t[1]} has not finished; the dealer plays "
-                              "after every box.")  # as the house rules say; RULES.md numbers none
+                              "after every box.", "R-G8")
         self._begin()
         return self._drawing(lambda: self._dealer_draws(draw, peek))
 
@@ -612,9 +612,6 @@ class RoundMachine:
                 why, rule = _finished(h)
                 raise NotYourTurn(f"Box {box}, hand {hand} has finished its turn: {why}.", rule)
             t = self.turn()
-            if t is not None and t[0] != box:  # RULES.md numbers no rule on the boxes' order
-                raise NotYourTurn(f"It is not this box's turn: box {t[0]}, hand {t[1]} plays "
-                                  "first (boxes play in seat order).")
             raise NotYourTurn(f"It is not this hand's turn: box {t[0] if t else '-'}, hand "
                               f"{t[1] if t else '-'} plays first (hands play left to right).",
                               "R-C3")

@@ -126,7 +126,7 @@ def test_refusals_are_typed_and_store_nothing(make_ledger: MakeLedger) -> None:
     unchanged(app, lambda: desk.do("place_stake", r, "nobody", 2, 10), NotFound, "R-M3")
     desk.do("place_stake", r, "P2", 2, 10)
     desk.do("deal", r)
-    unchanged(app, lambda: desk.do("hit", r, "P2", 2, 0), NotYourTurn, "")
+    unchanged(app, lambda: desk.do("hit", r, "P2", 2, 0), NotYourTurn, "R-C3")
     desk.do("hit", r, "P1", 1, 0)
     unchanged(app, lambda: desk.do("surrender", r, "P2", 2), DecisionRefused, "R-X3")
     # What comes next at the table waits for the round; a table's name is its own.

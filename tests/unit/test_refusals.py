@@ -268,8 +268,8 @@ def test_a_playing_decision_by_anyone_but_the_owner_is_refused(decision: str, wh
 @pytest.mark.parametrize("decision", PLAYS)
 def test_a_later_box_acting_before_an_earlier_one_is_refused(decision: str) -> None:
     r = two_boxes("8S 9H 7D 8H 9C")
-    refused(r, NotYourTurn, "", lambda: getattr(r, decision)("P2", 2),
-            match="box 1, hand 0 plays first \\(boxes play in seat order\\)")
+    refused(r, NotYourTurn, "R-C3", lambda: getattr(r, decision)("P2", 2),
+            match="box 1, hand 0 plays first \\(hands play left to right\\)")
 
 
 def test_a_split_hand_acting_before_the_hand_to_its_left_is_refused() -> None:
@@ -603,11 +603,11 @@ def test_even_money_is_refused_while_a_co_bettor_answer_is_pending() -> None:
     refused(r, NotYourTurn, "R-X9", lambda: r.even_money("P4", 2))
 
 
-# == the dealer and settlement (R-G5) ====================================================
+# == the dealer and settlement (R-G8, R-G5) ====================================================
 
 def test_the_dealer_cannot_play_before_every_hand_has_finished() -> None:
     r = two_boxes("TS 9H 7D 6S 9C").stand("P1", 1)
-    refused(r, NotYourTurn, "", lambda: r.dealer(), match="Box 2, hand 0 has not finished")
+    refused(r, NotYourTurn, "R-G8", lambda: r.dealer(), match="Box 2, hand 0 has not finished")
 
 
 def test_settling_before_the_dealer_has_played_is_refused() -> None:
@@ -736,8 +736,9 @@ def test_a_round_takes_a_bounded_number_of_stakes_placed_and_withdrawn() -> None
     while r.m.facts < BETTING_CHANGES_MAX:
         r.bet("P1", 1)
         r.m.withdraw_stake("P1", 1)
-    refused(r, BetRefused, "", lambda: r.bet("P1", 1), match="the most one round takes")
-    refused(r, BetRefused, "", lambda: r.m.withdraw_stake("P1", 1), match="the most one round")
+    refused(r, BetRefused, "R-X14", lambda: r.bet("P1", 1), match="the most one round takes")
+    refused(r, BetRefused, "R-X14", lambda: r.m.withdraw_stake("P1", 1),
+            match="the most one round")
     r.m.void("too many changes")  # the way on
 
 
