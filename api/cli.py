@@ -645,14 +645,14 @@ def chain(expected_head: str | None, expected_at: int | None) -> None:
             raise click.ClickException("the ledger does not store in PostgreSQL")
         last_id, _ = chain_head(recorder)
         kept_head, kept_at = expected_head, expected_at
-        rows, findings = 0, []
+        rows = altered = 0
         with _progress(last_id, "walking the chain") as reached:
             after: int | None = 0
             while after is not None:  # in parts: each lists at most CHAIN_FINDINGS_MAX
                 report = verify_chain(recorder, after=after, expected_head=expected_head,
                                       expected_at=expected_at, on_row=reached)
                 rows += report.rows
-                findings += report.findings
+                altered += len(report.findings)
                 for finding in report.findings:
                     click.echo(f"BROKEN: {finding}")
                 if report.kept_head_checked and expected_at is not None:
@@ -660,10 +660,10 @@ def chain(expected_head: str | None, expected_at: int | None) -> None:
                 after = report.next_after
             reached(last_id)
     click.echo(f"{rows:,} events checked, up to notification {report.head_notification_id}"
-               + ("" if findings else f"; head {report.head}"))
+               + ("" if altered else f"; head {report.head}"))
     for warning in report.warnings:
         click.echo(f"WARNING: {warning}")
-    if findings:
+    if altered:
         raise SystemExit(1)
     kept = "" if kept_head is None else (
         f": the link at notification {kept_at} is the one kept outside"

@@ -394,12 +394,11 @@ class RoundMachine:
         if hole:
             self._deal_card(f.DEALER, 0, draw)
         # R-W3: wild cards of the initial deal are handled together, after it.
-        drawers = {self.boxes[n].owner for n in self.box_order
-                   if WILD in self.boxes[n].hands[0].cards}
-        if drawers:
-            held = [n for n in self.box_order if WILD in self.boxes[n].hands[0].cards]
-            self._forfeit(drawers, held[0], _deal_forfeit_reason(
-                [(self.boxes[n].owner, n) for n in held]))
+        held = [n for n in self.box_order if WILD in self.boxes[n].hands[0].cards]
+        if held:
+            holders = [(self.boxes[n].owner, n) for n in held]
+            self._forfeit({owner for owner, _ in holders}, held[0],
+                          _deal_forfeit_reason(holders))
         self._proceed(draw)
 
     def hit(self, player: str, box: int, hand: int, draw: Draw) -> list[f.Fact]:
