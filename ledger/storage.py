@@ -87,7 +87,7 @@ CHAIN_PAGE_ROWS = 5000  # read per query while walking the chain
 # Rows one request of the audit API walks: by default, and at most.
 CHAIN_WALK_ROWS_DEFAULT = 100_000
 CHAIN_WALK_ROWS_MAX = 1_000_000
-CHAIN_FINDINGS_MAX = 100  # altered events one walk lists before it stops
+CHAIN_FINDINGS_MAX = 100  # findings one part of a walk lists; the next part goes on
 APPENDERS_MAX = 4  # connections kept for appending, per recorder
 FIXED_WIDTH_CACHED_MAX = 64  # events in a save whose array layouts are kept
 # A statement on a connection that broke (the server restarted under the pool) is tried again
