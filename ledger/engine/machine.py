@@ -182,6 +182,7 @@ class RoundMachine:
         self._out: list[f.Fact] = []
         self._turn: tuple[int, int] | bool | None = False  # turn() cache; False: unknown
         self._initial_cards_left = 0
+        self.betting_changes_max: int | None = BETTING_CHANGES_MAX
 
     # Attributes that hold mutable containers, and how a copy gets its own.
     _COPIED = ("boxes", "box_order", "dealer", "dealer_positions", "insurance", "open_stakes",
@@ -353,8 +354,14 @@ class RoundMachine:
         self._emit(f.StakeWithdrawn(bettor=bettor, box=box, amount=b.initial[bettor]))
         return self._end()
 
+    def _betting_changes_spent(self) -> bool:
+        """A limit on requests, not a rule of the game: a round re-adjudicated as recorded
+        (``betting_changes_max`` None) may hold more, recorded before the limit was."""
+        cap = self.betting_changes_max
+        return cap is not None and self.facts >= cap  # only stakes placed and withdrawn so far
+
     def _require_betting_change(self) -> None:
-        if self.facts >= BETTING_CHANGES_MAX:  # only stakes placed and withdrawn so far
+        if self._betting_changes_spent():
             raise BetRefused(f"This round has taken {BETTING_CHANGES_MAX} stakes placed and "
                              "withdrawn, the most one round takes: deal it, or void it and "
                              "start another.", "R-X14")
@@ -611,9 +618,10 @@ class RoundMachine:
                 why, rule = _finished(h)
                 raise NotYourTurn(f"Box {box}, hand {hand} has finished its turn: {why}.", rule)
             t = self.turn()
-            raise NotYourTurn(f"It is not this hand's turn: box {t[0] if t else '-'}, hand "
-                              f"{t[1] if t else '-'} plays first (hands play left to right).",
-                              "R-C3")
+            whose = "box's" if t is not None and t[0] != box else "hand's"
+            raise NotYourTurn(f"It is not this {whose} turn: box {t[0] if t else '-'}, hand "
+                              f"{t[1] if t else '-'} plays first (hands play left to right, "
+                              "box by box).", "R-C3")
         return h
 
     def _require_no_pending(self) -> None:
@@ -906,7 +914,8 @@ class RoundMachine:
         """Every decision somebody may make now, and by whom."""
         phase = self.phase
         if phase == BETTING:
-            out = [Legal("place_stake"), Legal("withdraw_stake")]
+            out = [] if self._betting_changes_spent() else [Legal("place_stake"),
+                                                             Legal("withdraw_stake")]
             if not self._deal_refusal():
                 out.append(Legal("close_betting"))
             return [*out, Legal("void")]

@@ -120,6 +120,7 @@ def readjudicate(rules: RuleSet, limits: TableLimits, recorded: Sequence[f.Fact]
         return f"v{versions[i]}" if versions is not None else f"fact {i + 1}"
 
     machine = RoundMachine(rules, limits)
+    machine.betting_changes_max = None  # rounds recorded before that limit may hold more
     cards = RecordedCards(recorded)
     recorded = [as_recorded_today(fact) for fact in recorded]
     findings: list[str] = []

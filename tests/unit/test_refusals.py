@@ -18,6 +18,7 @@ import pytest
 
 from ledger.engine import facts as f
 from ledger.engine.machine import BETTING_CHANGES_MAX, RULINGS_MAX, RoundMachine
+from ledger.engine.readjudicate import readjudicate
 from ledger.errors import (
     BetRefused,
     DealRefused,
@@ -269,7 +270,7 @@ def test_a_playing_decision_by_anyone_but_the_owner_is_refused(decision: str, wh
 def test_a_later_box_acting_before_an_earlier_one_is_refused(decision: str) -> None:
     r = two_boxes("8S 9H 7D 8H 9C")
     refused(r, NotYourTurn, "R-C3", lambda: getattr(r, decision)("P2", 2),
-            match="box 1, hand 0 plays first \\(hands play left to right\\)")
+            match="this box's turn: box 1, hand 0 plays first \\(hands play left to right")
 
 
 def test_a_split_hand_acting_before_the_hand_to_its_left_is_refused() -> None:
@@ -732,14 +733,22 @@ def test_a_round_takes_a_bounded_number_of_rulings() -> None:
 def test_a_round_takes_a_bounded_number_of_stakes_placed_and_withdrawn() -> None:
     # One stake placed and withdrawn over and over grew a round, and every read of it, without
     # end (80,000 events: a 68 MB replay).
-    r = Watched(CASINO, "TS 9H 7D 6S 9C")
+    r = Watched(CASINO, "TS 9H 7D 6S 9C TD")
     while r.m.facts < BETTING_CHANGES_MAX:
         r.bet("P1", 1)
         r.m.withdraw_stake("P1", 1)
     refused(r, BetRefused, "R-X14", lambda: r.bet("P1", 1), match="the most one round takes")
     refused(r, BetRefused, "R-X14", lambda: r.m.withdraw_stake("P1", 1),
             match="the most one round")
-    r.m.void("too many changes")  # the way on
+    assert [x.decision for x in r.m.legal()] == ["void"]  # nor are they offered
+    # A limit on requests, not a rule: a round recorded before it, with more, re-adjudicates.
+    r.m.betting_changes_max = None
+    r.bet("P1", 1).bet("P2", 2).deal()
+    r.m.betting_changes_max = BETTING_CHANGES_MAX
+    r.stand("P1", 1).stand("P2", 2).finish()
+    recorded = list(r.emitted)
+    assert r.m.facts > BETTING_CHANGES_MAX + 2
+    assert readjudicate(CASINO, TableLimits(), recorded) == []
 
 
 def test_a_ruling_names_only_events_the_round_has() -> None:
