@@ -392,7 +392,8 @@ class ChainQuerySchema(Schema):
     expected_head = fields.String(
         validate=FullMatch(f"^{HEAD_PATTERN}$"),
         metadata={"description": "A head kept outside the database (`/audit/chain/head`): "
-                                 "the link recomputed at `expected_at` must be this one."})
+                                 "the link the walk carries at `expected_at` (recomputed, or "
+                                 "past an altered event the one stored) must be this one."})
     expected_at = QueryWholeNumber(
         validate=validate.Range(1, 2**63 - 1),
         metadata={"description": "The notification id the kept head was taken at. Without "

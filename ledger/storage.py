@@ -761,7 +761,7 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
     checked. Walking the parts in order, each from where the last one stopped, checks the
     whole chain: each part starts from the link the one before carried."""
     from_start = after == 0
-    previous = GENESIS if from_start else _stored_link(recorder, after)
+    previous = GENESIS if from_start else _carried_link(recorder, after)
     if previous is None:  # a walk's argument, not a finding about the record
         raise QueryRefused(f"There is no event at notification {after} to start after: start "
                            "after 0, or after an id a walk reported (if one did, that event "
@@ -858,20 +858,33 @@ _ON_UPDATE_DELETE = 8 | 16
 _ON_TRUNCATE = 32
 
 
-def _kept_head_findings(at: int, reached: int, recomputed: str, kept: str | None) -> list[str]:
+def _kept_head_findings(at: int, reached: int, carried: str, kept: str | None) -> list[str]:
     if reached != at:
         return [f"there is no event at notification {at}, where the head kept outside was "
                 "taken: it was removed, or the id is not the one kept with it"]
-    if recomputed != kept:
-        return [f"the link at notification {at} is {recomputed}, not the {kept} kept outside: "
+    if carried != kept:
+        return [f"the link at notification {at} is {carried}, not the {kept} kept outside: "
                 "the record up to it was altered"]
     return []
 
 
-def _stored_link(recorder: LedgerRecorder, notification_id: int) -> bytes | None:
-    row = _one_row(recorder, "SELECT chain_hash FROM {table} WHERE notification_id = %s",
-                   (notification_id,))
-    return None if row is None or row["chain_hash"] is None else bytes(row["chain_hash"])
+def _carried_link(recorder: LedgerRecorder, notification_id: int) -> bytes | None:
+    """The link a walk carries past the event at ``notification_id``: the link stored with it,
+    or, where that was removed (its column made to take none), the one recomputed from the
+    link stored before it. None if there is no such event."""
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute("SELECT notification_id, originator_id, originator_version, topic, state, "
+                     f"chain_hash FROM {recorder.qualified_table} WHERE notification_id <= %s "
+                     "ORDER BY notification_id DESC LIMIT 2", (notification_id,))
+        rows = curs.fetchall()
+    if not rows or rows[0]["notification_id"] != notification_id:
+        return None
+    row = rows[0]
+    if row["chain_hash"] is not None:
+        return bytes(row["chain_hash"])
+    before = rows[1]["chain_hash"] if len(rows) > 1 else GENESIS
+    return link(bytes(before or GENESIS), row["originator_id"], row["originator_version"],
+                row["topic"] or "", bytes(row["state"] or b""))
 
 
 def newest_without(recorder: LedgerRecorder, topic: str, ending: str,
@@ -905,12 +918,14 @@ def _stored(row: dict[str, Any]) -> StoredEvent:
 
 
 def chain_head(recorder: LedgerRecorder) -> tuple[int, str]:
-    """The last notification id and its chain hash, to be kept outside the database."""
-    row = _one_row(recorder, "SELECT notification_id, chain_hash FROM {table} "
+    """The last notification id and the link a walk carries there, to be kept outside the
+    database (keep one only after an intact walk)."""
+    row = _one_row(recorder, "SELECT notification_id FROM {table} "
                              "ORDER BY notification_id DESC LIMIT 1", ())
     if row is None:
         return 0, GENESIS.hex()
-    return row["notification_id"], bytes(row["chain_hash"]).hex()
+    carried = _carried_link(recorder, row["notification_id"])
+    return row["notification_id"], (carried or GENESIS).hex()
 
 
 def _one_row(recorder: LedgerRecorder, statement: str, params: tuple[Any, ...]

@@ -1056,3 +1056,22 @@ def test_an_append_that_waits_out_the_lock_timeout_is_refused_after_one_wait(
             watching.join()
     assert len(waits) == 1, waits
     assert ledgers().balance("P1")["available"] == 0
+
+
+def test_a_link_removed_is_a_finding_wherever_a_part_starts_and_at_the_head(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    # The tables' owner can make the column take none: a part starting after such an event
+    # was refused as naming no event, and the head answered with a crash (a 500).
+    _, recorder = with_a_round(ledgers)
+    last, head = chain_head(recorder)
+    with behind_the_ledger(database, env) as (conn, table):
+        conn.execute(f"ALTER TABLE {table} ALTER COLUMN chain_hash DROP NOT NULL")
+        conn.execute(f"UPDATE {table} SET chain_hash = NULL WHERE notification_id IN (5, %s)",
+                     (last,))
+    whole = verify_chain(recorder)
+    assert [f.split("(notification ")[1].split(")")[0] for f in whole.findings] == ["5", str(last)]
+    first = verify_chain(recorder, limit=5)
+    rest = verify_chain(recorder, after=first.next_after or 0)
+    assert first.findings + rest.findings == whole.findings
+    assert chain_head(recorder) == (last, head)  # the link recomputed where it was removed
