@@ -678,7 +678,7 @@ class ChainReportSchema(Out):
         "description": "Whether the walk reached the last stored event. It goes on past an "
                        "altered event, and past a kept head that does not match, listing each; "
                        f"it stops short at the row limit or after {CHAIN_FINDINGS_MAX} "
-                       "findings."})
+                       "findings (and a kept head's)."})
     from_start = fields.Boolean(required=True, metadata={
         "description": "Whether the walk began at the first event (after=0). A part that "
                        "starts later takes the link stored there on trust: the events before "

@@ -362,9 +362,10 @@ class RoundMachine:
 
     def _require_betting_change(self) -> None:
         if self._betting_changes_spent():
+            then = ("deal it with the stakes in place, or a manager voids it" if self.boxes
+                    else "no stake is left on it: a manager voids it")
             raise BetRefused(f"This round has taken {BETTING_CHANGES_MAX} stakes placed and "
-                             "withdrawn, the most one round takes: deal it, or void it and "
-                             "start another.", "R-X14")
+                             f"withdrawn, the most one round takes: {then}.", "R-X14")
 
     def close_betting(self, draw: Draw) -> list[f.Fact]:
         """Close betting and make the initial deal (R-C8, R-G2, R-W3)."""

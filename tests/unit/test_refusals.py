@@ -737,15 +737,18 @@ def test_a_round_takes_a_bounded_number_of_stakes_placed_and_withdrawn() -> None
     while r.m.facts < BETTING_CHANGES_MAX:
         r.bet("P1", 1)
         r.m.withdraw_stake("P1", 1)
-    refused(r, BetRefused, "R-X14", lambda: r.bet("P1", 1), match="the most one round takes")
+    refused(r, BetRefused, "R-X14", lambda: r.bet("P1", 1),
+            match="the most one round takes: no stake is left on it: a manager voids it")
     refused(r, BetRefused, "R-X14", lambda: r.m.withdraw_stake("P1", 1),
             match="the most one round")
     assert [x.decision for x in r.m.legal()] == ["void"]  # nor are they offered
     # A limit on requests, not a rule: a round recorded before it, with more, re-adjudicates.
     r.m.betting_changes_max = None
-    r.bet("P1", 1).bet("P2", 2).deal()
+    r.bet("P1", 1).bet("P2", 2)
     r.m.betting_changes_max = BETTING_CHANGES_MAX
-    r.stand("P1", 1).stand("P2", 2).finish()
+    refused(r, BetRefused, "R-X14", lambda: r.bet("P3", 3),
+            match="deal it with the stakes in place, or a manager voids it")
+    r.deal().stand("P1", 1).stand("P2", 2).finish()
     recorded = list(r.emitted)
     assert r.m.facts > BETTING_CHANGES_MAX + 2
     assert readjudicate(CASINO, TableLimits(), recorded) == []
