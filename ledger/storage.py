@@ -869,22 +869,31 @@ def _kept_head_findings(at: int, reached: int, carried: str, kept: str | None) -
 
 
 def _carried_link(recorder: LedgerRecorder, notification_id: int) -> bytes | None:
-    """The link a walk carries past the event at ``notification_id``: the link stored with it,
-    or, where that was removed (its column made to take none), the one recomputed from the
-    link stored before it. None if there is no such event."""
+    """The link a walk carries past the event at ``notification_id`` (see :func:`_carried`);
+    None if there is no such event."""
+    found = _carried(recorder, notification_id)
+    return found[1] if found is not None and found[0] == notification_id else None
+
+
+def _carried(recorder: LedgerRecorder, upto: int | None) -> tuple[int, bytes] | None:
+    """The last event at or before notification ``upto`` (None: the last of all), and the link
+    a walk carries past it: the link stored with it, or, where that was removed (its column
+    made to take none), the one recomputed from the link stored before it."""
+    where = "" if upto is None else "WHERE notification_id <= %s"
     with recorder.datastore.transaction(commit=False) as curs:
         curs.execute("SELECT notification_id, originator_id, originator_version, topic, state, "
-                     f"chain_hash FROM {recorder.qualified_table} WHERE notification_id <= %s "
-                     "ORDER BY notification_id DESC LIMIT 2", (notification_id,))
+                     f"chain_hash FROM {recorder.qualified_table} {where} "
+                     "ORDER BY notification_id DESC LIMIT 2", () if upto is None else (upto,))
         rows = curs.fetchall()
-    if not rows or rows[0]["notification_id"] != notification_id:
+    if not rows:
         return None
     row = rows[0]
     if row["chain_hash"] is not None:
-        return bytes(row["chain_hash"])
-    before = rows[1]["chain_hash"] if len(rows) > 1 else GENESIS
-    return link(bytes(before or GENESIS), row["originator_id"], row["originator_version"],
-                row["topic"] or "", bytes(row["state"] or b""))
+        return row["notification_id"], bytes(row["chain_hash"])
+    before = rows[1]["chain_hash"] if len(rows) > 1 else None
+    return row["notification_id"], link(
+        bytes(before) if before is not None else GENESIS, row["originator_id"],
+        row["originator_version"], row["topic"] or "", bytes(row["state"] or b""))
 
 
 def newest_without(recorder: LedgerRecorder, topic: str, ending: str,
@@ -920,12 +929,8 @@ def _stored(row: dict[str, Any]) -> StoredEvent:
 def chain_head(recorder: LedgerRecorder) -> tuple[int, str]:
     """The last notification id and the link a walk carries there, to be kept outside the
     database (keep one only after an intact walk)."""
-    row = _one_row(recorder, "SELECT notification_id FROM {table} "
-                             "ORDER BY notification_id DESC LIMIT 1", ())
-    if row is None:
-        return 0, GENESIS.hex()
-    carried = _carried_link(recorder, row["notification_id"])
-    return row["notification_id"], (carried or GENESIS).hex()
+    last = _carried(recorder, None)
+    return (0, GENESIS.hex()) if last is None else (last[0], last[1].hex())
 
 
 def _one_row(recorder: LedgerRecorder, statement: str, params: tuple[Any, ...]
