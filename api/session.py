@@ -10,7 +10,7 @@ blp = Blueprint("session", __name__, description="The caller's key.")
 
 
 @blp.route("/whoami", methods=["GET"])
-@guard(blp, *ROLES)
+@guard(blp, *ROLES, errors=(401, 422))  # no database, no path: no 404 nor 503
 @blp.response(200, WhoAmISchema)
 def whoami() -> dict[str, str]:
     """The name recorded as actor for this key, and its role."""

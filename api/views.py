@@ -87,8 +87,12 @@ _WRITE_ERRORS = (401, 403, 404, 409, 413, 415, 422, 503)
 
 
 def guard(blp: Blueprint, *roles: str, mutating: bool = False,
-          headers: Schema | None = None) -> Callable[[F], F]:
+          headers: Schema | None = None,
+          errors: tuple[int, ...] | None = None) -> Callable[[F], F]:
     """The view answers only keys of ``roles``; a mutating one also needs an Idempotency-Key.
+
+    ``errors`` are the refusals the document declares, when the view cannot answer all those of
+    a view that reads (or writes) the ledger.
 
     The key check runs first (outermost), then the headers (``headers``, by default the
     Idempotency-Key alone; 400 when missing or malformed), then the view's own arguments. The
@@ -105,7 +109,7 @@ def guard(blp: Blueprint, *roles: str, mutating: bool = False,
                                       error_status_code=400)(decorated)
         decorated = requires(*roles)(decorated)
         decorated = blp.doc(security=SECURITY)(decorated)
-        for status in _WRITE_ERRORS if mutating else _READ_ERRORS:
+        for status in errors or (_WRITE_ERRORS if mutating else _READ_ERRORS):
             decorated = blp.alt_response(status, response=HTTPStatus(status).name)(decorated)
         decorated.pitboss_roles = frozenset(roles)
         decorated.pitboss_mutating = mutating
