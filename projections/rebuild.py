@@ -77,13 +77,15 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
                 swap(fresh_view, live_view)
             log.info("%s rebuilt up to notification %d and swapped in", name,
                      building.position(name))
+        applied = [0]  # the events of the pages committed after the swap, so far
         with Engine(env, names=[name], reader=reader) as live:
             try:
-                read += live.catch_up(batch_size, is_stopping=stopping)
+                live.catch_up(batch_size, is_stopping=stopping, on_page=applied.append)
                 position = live.position(name)
             except TrackingConflict:  # a running worker moved the new view on first: it goes on
                 (now,) = live.positions()
                 position = now["position"]
+        read += applied[-1]
     finally:
         reader.close()
     return {"projection": name, "events_read": read, "swapped": True, "position": position,

@@ -135,26 +135,37 @@ def test_a_rebuild_whose_catch_up_after_the_swap_loses_to_the_worker_is_done(
                 swapped.set()
 
     class WorkerMovesOnFirst(threading.Event):
-        """Asked whether to stop as the catch-up after the swap starts: the worker wins."""
+        """Asked whether to stop as the catch-up after the swap starts, a round is played;
+        asked again, a page later, the worker wins."""
 
         def is_set(self) -> bool:
             if swapped.is_set() and not moved:
+                swapped_at.append(head(env))
                 moved.append(casino.simple_round(table))
+            elif moved and len(moved) == 1:
+                moved.append(None)
+                rebuilt_to.append(positions(env)["balances"])
                 with engine(env, names=["balances"]) as worker:
                     worker.catch_up(100)
             return False
 
     moved: list[object] = []
+    swapped_at: list[int] = []
+    rebuilt_to: list[int] = []
     log = logging.getLogger("pitboss.test.rebuild")
     handler = Log()
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     try:
-        report = rebuild(env, "balances", batch_size=1000, log=log, stop=WorkerMovesOnFirst())
+        report = rebuild(env, "balances", batch_size=1, log=log, stop=WorkerMovesOnFirst())
     finally:
         log.removeHandler(handler)
-    assert moved
+    assert len(moved) == 2
     assert report["swapped"]
+    # Every event up to where the worker took over (notifications count from 1): the report
+    # left out the page the catch-up after the swap had applied.
+    assert rebuilt_to[0] > swapped_at[0]
+    assert report["events_read"] == rebuilt_to[0]
     assert report["position"] == head(env) == positions(env)["balances"]
 
 
