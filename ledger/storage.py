@@ -909,6 +909,21 @@ def newest_without(recorder: LedgerRecorder, topic: str, ending: str,
     return None if row is None else UUID(str(row["originator_id"]))
 
 
+def events_mentioning(recorder: LedgerRecorder, originator_ids: Sequence[UUID], topic: str,
+                      needles: Sequence[bytes]) -> list[StoredEvent]:
+    """The events of ``topic`` of each of ``originator_ids`` whose stored state holds one of
+    ``needles`` (bytes, as stored), by originator and version, in one query: the server reads
+    each originator's history, and only those events come back to be decoded."""
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute(f"SELECT originator_id, originator_version, topic, state FROM "
+                     f"{recorder.qualified_table} WHERE originator_id = ANY(%s) AND topic = %s "
+                     "AND EXISTS (SELECT 1 FROM unnest(%s::bytea[]) AS n(needle) WHERE "
+                     "position(n.needle IN state) > 0) ORDER BY originator_id, "
+                     "originator_version", (list(originator_ids), topic, list(needles)))
+        rows = curs.fetchall()
+    return [_stored(r) for r in rows]
+
+
 def first_events(recorder: LedgerRecorder, originator_ids: Sequence[UUID]) -> list[StoredEvent]:
     """The first event of each of ``originator_ids`` that has one, in one query."""
     with recorder.datastore.transaction(commit=False) as curs:

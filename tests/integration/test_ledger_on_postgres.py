@@ -889,6 +889,33 @@ def test_chips_posted_around_a_round_are_a_finding_of_its_check(
         "the round's events move -10 and 10: chips were posted around the round (R-M4)"]
 
 
+def test_a_round_check_finds_chips_posted_around_it_behind_later_rounds(
+        ledgers: Callable[..., GameLedger]) -> None:
+    # The check has the server pick out the postings whose stored state holds the round's id,
+    # rather than decode each bettor's whole account: one appended after later rounds is
+    # still found, and a later round's posting that only mentions the id counts for nothing.
+    app = ledgers()
+    table, r = open_round(app)
+    app.void("v", "manager", r, "a misdeal")
+    later = app.start_round("s2", "dealer", table)
+    app.place_stake("p2-1", "dealer", later, "P1", 1, 20)
+    for n in range(3):
+        app.buy_in(f"more-{n}", "cashier", "P1", 5)
+    player: Any = app.repository.get(ids.account_id("P1"))
+    house: Any = app.repository.get(ids.house_id(table))
+    forged = [account.Posted(
+        originator_id=account.id, originator_version=account.version + n,
+        timestamp=account.modified_on, round_id=round_id, held_delta=0, available_delta=amount,
+        memo=memo, actor="dealer", request_id="forged")
+        for n, round_id, memo, amounts in ((1, r, "StakeSettled", (300, -300)),
+                                           (2, later, f"see {r} and {r.hex}", (7, -7)))
+        for account, amount in zip((player, house), amounts, strict=True)]
+    append_around_the_ledger(app, *forged)
+    assert ledgers().check_round(r) == [
+        "the postings naming this round on P1's account move 300 available and 0 held; "
+        "the round's events move 0 and 0: chips were posted around the round (R-M4)"]
+
+
 def _stand_around_the_ledger(app: GameLedger, r: UUID, request_id: str, actor: str) -> None:
     """P1's stand on box 1, appended as the round's next event with the service role's rights:
     a legal play that moves no chips."""
