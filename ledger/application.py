@@ -145,7 +145,9 @@ class GameLedger(Application[UUID]):
     """Runs tables and records everything that happens at them."""
 
     name = "Ledger"
-    snapshotting_intervals = {Account: 200}  # noqa: RUF012 (the library reads a dict)
+    # The aggregates whose events have no end: an account's entries, a table's rounds. (A
+    # round, a shoe, a receipt and a rule set's name have a bounded number of events.)
+    snapshotting_intervals = {Account: 200, Table: 200}  # noqa: RUF012 (the library reads a dict)
 
     def construct_factory(self, env: Environment) -> InfrastructureFactory[Any]:
         """On PostgreSQL, the ledger's recorders (ledger.storage) take the library's place."""

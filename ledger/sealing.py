@@ -7,8 +7,8 @@ read every event and still learn nothing of the order until the shoe retires
 and its reveal event publishes order and salt, which anyone can check against
 the commitment recorded before the first card.
 
-The same key signs the accounts' snapshots (:class:`SnapshotSigner`), which sit
-outside the event table's hash chain.
+The same key signs the accounts' and tables' snapshots (:class:`SnapshotSigner`), which
+sit outside the event table's hash chain.
 """
 
 from __future__ import annotations
@@ -63,15 +63,15 @@ class ShoeSealer:
 
 
 class SnapshotSigner:
-    """Signs the accounts' snapshots (HMAC-SHA256 under a key derived from the shoe key), so
-    that a snapshot written around the ledger, by anyone who can write the database but does
-    not hold the key, is never read as an account's state.
+    """Signs the snapshots of accounts and tables (HMAC-SHA256 under a key derived from the
+    shoe key), so that a snapshot written around the ledger, by anyone who can write the
+    database but does not hold the key, is never read as an account's or a table's state.
 
     The tag covers the aggregate id, version and topic as well as the state: a genuine
-    snapshot copied to another account or version does not verify either."""
+    snapshot copied to another aggregate or version does not verify either."""
 
     TAG_BYTES = 32
-    _CONTEXT = b"pitboss account snapshots v1"
+    _CONTEXT = b"pitboss account snapshots v1"  # as first named: it derives the signing key
 
     def __init__(self, shoe_key: bytes) -> None:
         self._key = hmac.new(shoe_key, self._CONTEXT, hashlib.sha256).digest()
