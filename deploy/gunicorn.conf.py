@@ -26,7 +26,9 @@ workers = int(_setting("WEB_CONCURRENCY", "2"))
 worker_class = "gthread"
 threads = int(_setting("PITBOSS_THREADS", "4"))
 
-# Limits: a request is a small JSON command; nothing should take long.
+# Limits: a request is a small JSON command; nothing should take long. For threaded workers,
+# timeout is how long the worker process may stop answering the master (a hung process), not
+# how long one request may take (gunicorn's documentation on timeout).
 timeout = int(_setting("GUNICORN_TIMEOUT_S", "30"))
 graceful_timeout = 30
 keepalive = 5
