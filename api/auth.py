@@ -19,6 +19,7 @@ import secrets
 import stat
 import tempfile
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -109,14 +110,15 @@ def parse_keys(text: str, *, source: str) -> list[ApiKey]:
 
 def _keys_from(records: list[Any], source: str) -> list[ApiKey]:
     keys = [_key_from(item, source) for item in records]
-    names = [k.name for k in keys]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    duplicates = sorted(n for n, times in Counter(k.name for k in keys).items() if times > 1)
     if duplicates:
         raise KeyConfigError(f"{source} names {', '.join(duplicates)} more than once")
     return keys
 
 
-def _parse_records(text: str, *, source: str) -> list[Any]:
+def _parse_records(text: str, *, source: str, most: int | None = KEYS_MAX) -> list[Any]:
+    """The file's records; more than ``most`` are refused (None: any number, for a revoke
+    that brings a file back under the cap)."""
     stripped = text.strip()
     if not stripped:
         return []
@@ -130,8 +132,11 @@ def _parse_records(text: str, *, source: str) -> list[Any]:
                              f"(line {exc.lineno})") from None
     except (RecursionError, ValueError):  # nested too deeply, a number too long to read
         raise KeyConfigError(f"{source} is not JSON lines or a JSON list of keys") from None
-    if not isinstance(items, list) or len(items) > KEYS_MAX:
-        raise KeyConfigError(f"{source} must hold a list of at most {KEYS_MAX} keys")
+    if not isinstance(items, list):
+        raise KeyConfigError(f"{source} must hold a list of keys")
+    if most is not None and len(items) > most:
+        raise KeyConfigError(f"{source} holds {len(items)} keys, more than the {most} it may: "
+                             "revoke keys (pitboss keys revoke) to bring it back under")
     return items
 
 
@@ -146,12 +151,12 @@ def _key_from(item: object, source: str) -> ApiKey:
         raise KeyConfigError(f"{source}: {exc}") from None
 
 
-def _read_records(path: Path) -> list[dict[str, Any]]:
+def _read_records(path: Path, *, most: int | None = KEYS_MAX) -> list[dict[str, Any]]:
     """The file's key records as written (``created`` kept), checked as the server reads
     them; none when the file does not exist."""
     if not path.exists():
         return []
-    records = _parse_records(_read_text(path), source=str(path))
+    records = _parse_records(_read_text(path), source=str(path), most=most)
     _keys_from(records, str(path))  # refuse what the server would refuse
     return records
 
@@ -195,6 +200,9 @@ def append_key(path: Path, name: str, role: str) -> str:
         records = _read_records(target)
         if any(r["name"] == name for r in records):
             raise KeyConfigError(f"{path} already has a key named {name!r}")
+        if len(records) >= KEYS_MAX:
+            raise KeyConfigError(f"{path} holds {len(records)} keys, the most it may: revoke "
+                                 "one (pitboss keys revoke) before creating another")
         key = new_key()
         record = ApiKey(name=name, role=role, key_hash=hash_key(key))
         created = datetime.now(UTC).isoformat(timespec="seconds")
@@ -205,7 +213,7 @@ def append_key(path: Path, name: str, role: str) -> str:
 def remove_keys(path: Path, names: Iterable[str]) -> list[str]:
     """Revoke keys by name; returns the names removed."""
     with _editing(path) as target:
-        records = _read_records(target)
+        records = _read_records(target, most=None)
         wanted = set(names)
         removed = [r["name"] for r in records if r["name"] in wanted]
         if removed:
@@ -255,11 +263,11 @@ class KeyRing:
                 text = _read_text(self._path) if stamp != missing else ""
                 self._from_file = parse_keys(text, source=str(self._path))
                 self._by_hash = self._index()
-            except KeyConfigError:
+            except KeyConfigError as exc:
                 if self._stamp is None:
                     raise
                 # A half-written edit must not lock everybody out: keep the last good keys.
-                logger.exception("keeping the previous keys: %s does not parse", self._path)
+                logger.error("keeping the previous keys: %s", exc)
             self._stamp = stamp
 
     def find(self, presented: str) -> ApiKey | None:

@@ -18,7 +18,16 @@ from click.testing import CliRunner
 from werkzeug.serving import make_server
 
 from api.app import create_app
-from api.auth import KeyConfigError, KeyRing, append_key, hash_key, keyring_from, parse_keys
+from api.auth import (
+    KEYS_MAX,
+    KeyConfigError,
+    KeyRing,
+    append_key,
+    hash_key,
+    keyring_from,
+    parse_keys,
+    read_keys,
+)
 from api.cli import CHAIN_NOT_WALKED_EXIT, gunicorn_argv, main
 from api.secrets_files import ShoeKeyError, load_shoe_key
 from api.services import prepare_store
@@ -52,6 +61,32 @@ def test_keys_create_stores_only_the_hash_and_prints_the_key_once(tmp_path):
     revoked = runner.invoke(main, ["keys", "revoke", "--name", "alice", "--file", str(path)])
     assert revoked.exit_code == 0
     assert parse_keys(path.read_text(), source="x") == []
+
+
+def test_a_key_file_at_its_cap_refuses_another_key_and_one_over_it_can_be_revoked_back(
+        tmp_path):
+    # The cap was checked when the file was read, not when a key was added: the 10,001st key
+    # was printed as created, the server kept refusing it, and revoke could not mend the file.
+    path = tmp_path / "keys.jsonl"
+    path.write_text("".join(json.dumps({"name": f"k{n}", "role": "dealer",
+                                        "key_hash": hash_key(f"key-{n}")}) + "\n"
+                            for n in range(KEYS_MAX)))
+    runner = CliRunner()
+    refused = runner.invoke(main, ["keys", "create", "--name", "alice", "--role", "auditor",
+                                   "--file", str(path)])
+    assert refused.exit_code == 1
+    assert f"holds {KEYS_MAX} keys, the most it may: revoke one" in refused.output
+    assert "pbk_" not in refused.output
+    assert len(read_keys(path)) == KEYS_MAX
+    with path.open("a") as keys:  # an edit by hand past the cap
+        keys.write(json.dumps({"name": "extra", "role": "dealer",
+                               "key_hash": hash_key("key-extra")}) + "\n")
+    listed = runner.invoke(main, ["keys", "list", "--file", str(path)])
+    assert listed.exit_code == 1
+    assert f"holds {KEYS_MAX + 1} keys, more than the {KEYS_MAX} it may" in listed.output
+    revoked = runner.invoke(main, ["keys", "revoke", "--name", "extra", "--file", str(path)])
+    assert revoked.exit_code == 0, revoked.output
+    assert len(read_keys(path)) == KEYS_MAX
 
 
 def test_a_key_file_written_as_a_json_list_is_kept_working_by_create_and_revoke(tmp_path):
