@@ -15,7 +15,7 @@ import functools
 import json.encoder
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, NoReturn
 from uuid import UUID
@@ -107,6 +107,9 @@ class CheckedMapper(Mapper[UUID]):
         missing = fields.required - state.keys()
         if missing:
             raise _undecodable(stored_event, "it has no " + ", ".join(sorted(missing)))
+        for name, made in fields.filled:
+            if name not in state:
+                state[name] = made()
         for name, exact in fields.scalars:  # the common case: one comparison each
             if name in state and type(state[name]) is not exact:
                 _refuse(stored_event, name, state[name], _SCALARS[exact.__name__])
@@ -184,6 +187,10 @@ class _Fields:
     #                           default was added reads it from the class
     scalars: tuple[tuple[str, type], ...]
     containers: tuple[tuple[str, _Kind], ...]
+    # Defaults the event class cannot give (a round's fact events take their fields from the
+    # fact, but not its defaults: a dataclass field with one cannot precede those without):
+    # an event recorded before such a field was added gets it as it is read.
+    filled: tuple[tuple[str, Callable[[], Any]], ...] = ()
 
 
 _FROM_STORE = frozenset({"originator_id", "originator_version"})
@@ -196,8 +203,24 @@ def _fields(cls: type) -> _Fields:
     fields = dataclasses.fields(cls)
     kinds = [(f.name, kind) for f in fields  # (the store gives the originator's id, version)
              if f.name not in _FROM_STORE and (kind := _kind(f.type)) is not None]
+    fact = getattr(cls, "fact_class", None)  # a round's fact event (ledger.aggregates.round)
+    filled = () if fact is None else tuple(_defaults(fact))
     return _Fields(
         frozenset(f.name for f in fields if f.default is dataclasses.MISSING
-                  and f.default_factory is dataclasses.MISSING),
+                  and f.default_factory is dataclasses.MISSING) - {n for n, _ in filled},
         tuple((name, kind.exact) for name, kind in kinds if kind.exact is not None),
-        tuple((name, kind) for name, kind in kinds if kind.exact is None))
+        tuple((name, kind) for name, kind in kinds if kind.exact is None),
+        filled)
+
+
+def _defaults(cls: type) -> Iterator[tuple[str, Callable[[], Any]]]:
+    """The fields of dataclass ``cls`` with a default, each with what makes it."""
+    for field in dataclasses.fields(cls):
+        if field.default_factory is not dataclasses.MISSING:
+            yield field.name, field.default_factory
+        elif field.default is not dataclasses.MISSING:  # immutable: dataclasses see to it
+            yield field.name, functools.partial(_given, field.default)
+
+
+def _given(value: Any) -> Any:
+    return value

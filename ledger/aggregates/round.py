@@ -123,27 +123,39 @@ def _define_fact_events() -> None:
     fact_classes = [v for v in vars(f).values()
                     if isinstance(v, type) and issubclass(v, f.Fact) and v is not f.Fact]
     for fact_class in fact_classes:
-        name = fact_class.__name__
-        annotations = {fl.name: fl.type for fl in dataclasses.fields(fact_class)}
-        if fact_class in CARD_FACTS:
-            annotations["shoe_id"] = "UUID"
-        topic = f"pitboss:Round.{name}"
-        namespace: dict[str, Any] = {
-            "__annotations__": annotations,
-            "__module__": __name__,
-            "__qualname__": f"Round.{name}",
-            "__doc__": fact_class.__doc__,
-            "TOPIC": topic,
-            "fact_class": fact_class,
-        }
-        event_class = type(name, (Round.Recorded,), namespace)
-        order = [fl.name for fl in dataclasses.fields(event_class)]
-        if order != ["originator_id", "originator_version", "timestamp", "actor", "request_id",
-                     *annotations]:  # what Round.act gives an event, in this order
-            raise TypeError(f"Round.{name} has its fields in another order: {order}")
-        register_topic(topic, event_class)
-        setattr(Round, name, event_class)
+        event_class = fact_event_class(fact_class)
+        register_topic(event_class.TOPIC, event_class)
+        setattr(Round, fact_class.__name__, event_class)
         Round.EVENT_FOR_FACT[fact_class] = event_class
+
+
+def fact_event_class(fact_class: type[f.Fact]) -> type[Round.Recorded]:
+    """The event class that records ``fact_class``: its fields, and how its shape evolves
+    (``class_version`` and its ``upcast_vN_vM``, static methods from one stored state to the
+    next, as the library reads them on an event class). Its defaults are not fields' defaults
+    here (a dataclass field with one cannot precede the card facts' ``shoe_id``): an event
+    stored before such a field was added gets it as it is read (``CheckedMapper``)."""
+    name = fact_class.__name__
+    annotations = {fl.name: fl.type for fl in dataclasses.fields(fact_class)}
+    if fact_class in CARD_FACTS:
+        annotations["shoe_id"] = "UUID"
+    evolution = {key: value for key, value in vars(fact_class).items()
+                 if key == "class_version" or key.startswith("upcast_v")}
+    namespace: dict[str, Any] = {
+        **evolution,
+        "__annotations__": annotations,
+        "__module__": __name__,
+        "__qualname__": f"Round.{name}",
+        "__doc__": fact_class.__doc__,
+        "TOPIC": f"pitboss:Round.{name}",
+        "fact_class": fact_class,
+    }
+    event_class: type[Round.Recorded] = type(name, (Round.Recorded,), namespace)
+    order = [fl.name for fl in dataclasses.fields(event_class)]
+    if order != ["originator_id", "originator_version", "timestamp", "actor", "request_id",
+                 *annotations]:  # what Round.act gives an event, in this order
+        raise TypeError(f"Round.{name} has its fields in another order: {order}")
+    return event_class
 
 
 _define_fact_events()
