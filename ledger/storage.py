@@ -200,6 +200,7 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
             kept = [s for s in map(self.signer.verify, selected) if s is not None][:limit]
         return kept
 
+    @_retried
     def unverified(self, originator_ids: Sequence[UUID]) -> list[tuple[UUID, int]]:
         """The newest snapshots of ``originator_ids`` that do not verify, as (id, version):
         older ones are never read while a newer one verifies."""
@@ -268,6 +269,7 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
     def qualified_table(self) -> str:
         return f"{quote(self.datastore.schema)}.{quote(self.events_table_name)}"
 
+    @_retried
     def table_exists(self) -> bool:
         """Whether the event table has been created (a reader creates nothing)."""
         with self.datastore.transaction(commit=False) as curs:
@@ -733,13 +735,10 @@ class ChainReport:
 def _rows(recorder: LedgerRecorder, after: int) -> Iterator[dict[str, Any]]:
     statement = (
         "SELECT notification_id, originator_id, originator_version, topic, state, chain_hash "
-        f"FROM {recorder.qualified_table} WHERE notification_id > %s "
-        "ORDER BY notification_id LIMIT %s")
+        "FROM {table} WHERE notification_id > %s ORDER BY notification_id LIMIT %s")
     last = after
     while True:
-        with recorder.datastore.transaction(commit=False) as curs:
-            curs.execute(statement, (last, CHAIN_PAGE_ROWS))
-            page = curs.fetchall()
+        page = _fetched(recorder, statement, (last, CHAIN_PAGE_ROWS))
         if not page:
             return
         yield from page
@@ -820,14 +819,12 @@ def unguarded(recorder: LedgerRecorder) -> list[str]:
     While one does not, an UPDATE, DELETE or TRUNCATE on stored events goes through (only the
     chain would tell)."""
     table, schema = recorder.events_table_name, recorder.datastore.schema
-    with recorder.datastore.transaction(commit=False) as curs:
-        curs.execute("SELECT t.tgname, t.tgenabled, t.tgtype, n.nspname, p.proname, p.prosrc, "
-                     "t.tgqual IS NULL AND cardinality(t.tgattr::int2[]) = 0 AS always "
-                     "FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid "
-                     "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE t.tgrelid = "
-                     "(quote_ident(%s) || '.' || quote_ident(%s))::regclass",
-                     (schema, table))
-        triggers = {row["tgname"]: row for row in curs.fetchall()}
+    triggers = {row["tgname"]: row for row in _fetched(
+        recorder, "SELECT t.tgname, t.tgenabled, t.tgtype, n.nspname, p.proname, p.prosrc, "
+                  "t.tgqual IS NULL AND cardinality(t.tgattr::int2[]) = 0 AS always "
+                  "FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid "
+                  "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE t.tgrelid = "
+                  "(quote_ident(%s) || '.' || quote_ident(%s))::regclass", (schema, table))}
     refuse = (schema, f"{table}_refuse_change")
     out = []
     for trigger, refuses, fires_on in (("immutable", "UPDATE and DELETE", _ON_UPDATE_DELETE),
@@ -880,11 +877,10 @@ def _carried(recorder: LedgerRecorder, upto: int | None) -> tuple[int, bytes] | 
     a walk carries past it: the link stored with it, or, where that was removed (its column
     made to take none), the one recomputed from the link stored before it."""
     where = "" if upto is None else "WHERE notification_id <= %s"
-    with recorder.datastore.transaction(commit=False) as curs:
-        curs.execute("SELECT notification_id, originator_id, originator_version, topic, state, "
-                     f"chain_hash FROM {recorder.qualified_table} {where} "
-                     "ORDER BY notification_id DESC LIMIT 2", () if upto is None else (upto,))
-        rows = curs.fetchall()
+    rows = _fetched(recorder, "SELECT notification_id, originator_id, originator_version, topic, "
+                              f"state, chain_hash FROM {{table}} {where} "
+                              "ORDER BY notification_id DESC LIMIT 2",
+                    () if upto is None else (upto,))
     if not rows:
         return None
     row = rows[0]
@@ -914,24 +910,19 @@ def events_mentioning(recorder: LedgerRecorder, originator_ids: Sequence[UUID], 
     """The events of ``topic`` of each of ``originator_ids`` whose stored state holds one of
     ``needles`` (bytes, as stored), by originator and version, in one query: the server reads
     each originator's history, and only those events come back to be decoded."""
-    with recorder.datastore.transaction(commit=False) as curs:
-        curs.execute(f"SELECT originator_id, originator_version, topic, state FROM "
-                     f"{recorder.qualified_table} WHERE originator_id = ANY(%s) AND topic = %s "
-                     "AND EXISTS (SELECT 1 FROM unnest(%s::bytea[]) AS n(needle) WHERE "
-                     "position(n.needle IN state) > 0) ORDER BY originator_id, "
-                     "originator_version", (list(originator_ids), topic, list(needles)))
-        rows = curs.fetchall()
-    return [_stored(r) for r in rows]
+    return [_stored(r) for r in _fetched(
+        recorder, "SELECT originator_id, originator_version, topic, state FROM {table} WHERE "
+                  "originator_id = ANY(%s) AND topic = %s AND EXISTS (SELECT 1 FROM "
+                  "unnest(%s::bytea[]) AS n(needle) WHERE position(n.needle IN state) > 0) "
+                  "ORDER BY originator_id, originator_version",
+        (list(originator_ids), topic, list(needles)))]
 
 
 def first_events(recorder: LedgerRecorder, originator_ids: Sequence[UUID]) -> list[StoredEvent]:
     """The first event of each of ``originator_ids`` that has one, in one query."""
-    with recorder.datastore.transaction(commit=False) as curs:
-        curs.execute(f"SELECT originator_id, originator_version, topic, state FROM "
-                     f"{recorder.qualified_table} WHERE originator_id = ANY(%s) AND "
-                     "originator_version = 1", (list(originator_ids),))
-        rows = curs.fetchall()
-    return [_stored(r) for r in rows]
+    return [_stored(r) for r in _fetched(
+        recorder, "SELECT originator_id, originator_version, topic, state FROM {table} WHERE "
+                  "originator_id = ANY(%s) AND originator_version = 1", (list(originator_ids),))]
 
 
 def _stored(row: dict[str, Any]) -> StoredEvent:
@@ -951,7 +942,17 @@ def chain_head(recorder: LedgerRecorder) -> tuple[int, str]:
 def _one_row(recorder: LedgerRecorder, statement: str, params: tuple[Any, ...]
              ) -> dict[str, Any] | None:
     """The first row ``statement`` finds in the event table (``{table}``), if any."""
+    rows = _fetched(recorder, statement, params)
+    return rows[0] if rows else None
+
+
+@_retried
+def _fetched(recorder: LedgerRecorder, statement: str, params: Sequence[Any]
+             ) -> list[dict[str, Any]]:
+    """The rows ``statement`` finds, ``{table}`` being the event table, in a transaction of
+    its own, tried again on a connection that broke (as the library's reads are): the chain's
+    reads answered 503 for several requests after the database restarted."""
     with recorder.datastore.transaction(commit=False) as curs:
         curs.execute(statement.format(table=recorder.qualified_table), params)
-        row: dict[str, Any] | None = curs.fetchone()
-    return row
+        rows: list[dict[str, Any]] = curs.fetchall()
+    return rows

@@ -9,6 +9,7 @@ connection.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -16,8 +17,10 @@ from itertools import count
 from typing import Any
 from uuid import UUID, uuid4
 
+import psycopg
 import pytest
 from eventsourcing.persistence import StoredEvent
+from psycopg_pool import PoolTimeout
 
 from ledger.aggregates.account import Account
 from ledger.aggregates.round import Round
@@ -26,7 +29,7 @@ from ledger.errors import Conflict, InsufficientChips, StaleVersion
 from ledger.rules import CASINO, TableLimits
 from ledger.sealing import ShoeSealer
 from ledger.shoe import deal_size
-from ledger.storage import LedgerRecorder, verify_chain
+from ledger.storage import LedgerRecorder, chain_head, verify_chain
 from tests.scripted import SteeredShuffle
 
 NewEnv = Callable[[], dict[str, str]]
@@ -443,6 +446,30 @@ def test_an_appending_connection_the_server_dropped_is_replaced_and_the_append_r
     assert all(conn.closed for conn in kept)
     assert app.table(table)["rounds"] == 1
     assert verify_chain(recorder).intact
+
+
+def test_the_chains_and_the_round_checks_reads_go_on_past_connections_the_server_dropped(
+        ledgers: Ledgers) -> None:
+    # As after a restart of the database: the chain's reads, made apart from the library's,
+    # were not tried again, and answered 503 for several requests once it was back.
+    app = ledgers(env_overrides={"POSTGRES_POOL_SIZE": "3", "POSTGRES_MAX_OVERFLOW": "0",
+                                 "POSTGRES_PRE_PING": "n"})
+    _, r = dealt_round(app)
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    head = chain_head(recorder)
+    pool = recorder.datastore.pool
+    pids = []
+    with contextlib.ExitStack() as taking, contextlib.suppress(PoolTimeout):
+        while True:  # every connection the pool can lend, at once
+            pids.append(taking.enter_context(pool.connection(timeout=0.5)).info.backend_pid)
+    assert pids
+    with psycopg.connect(pool.conninfo, **{**pool.kwargs, "autocommit": True}) as operator:
+        for pid in pids:
+            operator.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert chain_head(recorder) == head
+    assert verify_chain(recorder, expected_head=head[1]).intact
+    assert app.check_round(r) == []
 
 
 @pytest.mark.parametrize("lost", ["by the server", "by the recorder"])
