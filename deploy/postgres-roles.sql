@@ -37,11 +37,19 @@ GRANT USAGE ON SCHEMA pitboss TO pitboss_service, pitboss_auditor;
 DO $$
 BEGIN
   IF to_regclass('pitboss.ledger_events') IS NOT NULL THEN
+    -- What an earlier version of this file granted beyond it goes (INSERT on the event table,
+    -- its id sequence): the service appends through the insert function alone.
+    REVOKE ALL ON pitboss.ledger_events FROM pitboss_service, pitboss_auditor;
+    IF pg_get_serial_sequence('pitboss.ledger_events', 'notification_id') IS NOT NULL THEN
+      EXECUTE format('REVOKE ALL ON SEQUENCE %s FROM pitboss_service, pitboss_auditor',
+                     pg_get_serial_sequence('pitboss.ledger_events', 'notification_id'));
+    END IF;
     GRANT SELECT ON pitboss.ledger_events TO pitboss_service, pitboss_auditor;
     GRANT EXECUTE ON FUNCTION pitboss.ledger_events_insert(uuid[], bigint[], text[], bytea[])
       TO pitboss_service;
   END IF;
   IF to_regclass('pitboss.ledger_snapshots') IS NOT NULL THEN
+    REVOKE ALL ON pitboss.ledger_snapshots FROM pitboss_service, pitboss_auditor;
     GRANT SELECT, INSERT ON pitboss.ledger_snapshots TO pitboss_service;
   END IF;
 END $$;

@@ -74,6 +74,29 @@ def roles(database: DatabaseSettings, postgres_env: Any) -> Iterator[tuple[Env, 
             conn.execute(f"DROP ROLE {role}")
 
 
+def test_the_file_run_again_takes_back_what_an_earlier_version_granted_beyond_it(
+        roles: tuple[Env, dict[str, str]], database: DatabaseSettings) -> None:
+    # An earlier version granted the service INSERT on the event table: kept through an
+    # upgrade, it let the service append around the insert function, its lock and its ids.
+    env, names = roles
+    service = names["pitboss_service"]
+    events = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
+    sequence = f"pg_get_serial_sequence('{events}', 'notification_id')"
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        conn.execute(f"GRANT INSERT, UPDATE, DELETE ON {events} TO {service}")
+        (name,) = conn.execute(f"SELECT {sequence}").fetchone() or (None,)
+        conn.execute(f"GRANT USAGE ON SEQUENCE {name} TO {service}")
+        for statement in grants(env["POSTGRES_SCHEMA"], names):
+            conn.execute(statement)
+    with as_role(database, service) as conn:
+        for statement in (f"INSERT INTO {events} (originator_id, originator_version, topic, "
+                          "state, chain_hash) VALUES (gen_random_uuid(), 1, 'x', 'x', 'x')",
+                          f"SELECT nextval({sequence})"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+        assert conn.execute(f"SELECT count(*) FROM {events}").fetchone() == (0,)
+
+
 def _must_not_start(*_: object) -> None:
     raise AssertionError("serve went on to start gunicorn")
 
