@@ -817,7 +817,7 @@ def unguarded(recorder: LedgerRecorder) -> list[str]:
     """The event table's refusing triggers that do not refuse: missing, disabled, made to fire
     on other statements, or running another function, or the refusing function rewritten.
     While one does not, an UPDATE, DELETE or TRUNCATE on stored events goes through (only the
-    chain would tell)."""
+    chain would tell). And the roles besides its owner that may INSERT into it directly."""
     table, schema = recorder.events_table_name, recorder.datastore.schema
     triggers = {row["tgname"]: row for row in _fetched(
         recorder, "SELECT t.tgname, t.tgenabled, t.tgtype, n.nspname, p.proname, p.prosrc, "
@@ -847,6 +847,15 @@ def unguarded(recorder: LedgerRecorder) -> list[str]:
         elif row["prosrc"] != _REFUSE_BODY:
             out.append(f"the function {'.'.join(refuse)}() that the trigger {name} runs was "
                        f"rewritten: {refuses} on stored events may not be refused")
+    inserting = _fetched(
+        recorder, "SELECT DISTINCT coalesce(r.rolname, 'PUBLIC') AS role FROM pg_class c "
+                  "CROSS JOIN aclexplode(c.relacl) AS a LEFT JOIN pg_roles r ON r.oid = "
+                  "a.grantee WHERE c.oid = (quote_ident(%s) || '.' || quote_ident(%s))::regclass"
+                  " AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner ORDER BY 1",
+        (schema, table))
+    out += [f"the role {row['role']} may INSERT into the event table directly, around the "
+            "insert function and its append lock (deploy/postgres-roles.sql takes it back)"
+            for row in inserting]
     return out
 
 
