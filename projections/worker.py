@@ -99,9 +99,9 @@ def _loop(engine: Engine, waker: Waker, stop: threading.Event, batch_size: int,
                 _log_positions(engine, log, f"projected {read} events in the last "
                                             f"{now - reported:.0f} s")
             if lost > 1:
-                log.warning("%d more batches refused in the last %.0f s: another worker is "
-                            "projecting the same database (one is enough)", lost - 1,
-                            now - reported)
+                log.warning("%d more batches refused in the last %.0f s: another worker or "
+                            "a rebuild moved the same read models (one worker is enough)",
+                            lost - 1, now - reported)
             reported, read, lost = now, 0, 0
         if not more:
             waker.wait(poll_interval_s, stop)
