@@ -304,7 +304,11 @@ class GameLedger(Application[UUID]):
                 raise TableClosed(f"Table {table.name} is closed.")
             last = self._last_round_ended(table)
             rules = table.rule_set()
-            touched: list[Aggregate] = [table]
+            # A table that took its rules before names and versions were recorded claims them
+            # at its first round since, before another table can; if one did, the round
+            # check reports it, and the table plays on under the rules it has (R-S1).
+            touched: list[Aggregate] = [table, *self._name_and_version(
+                rules, table, actor, request_id, refuse_other=False)]
             shoe_id = table.shoe_id
             why = "no shoe yet" if shoe_id is None else self._why_replace_shoe(
                 shoe_id, rules, TableLimits.from_dict(table.limits))
@@ -675,8 +679,9 @@ class GameLedger(Application[UUID]):
         if isinstance(record, RuleSetRecord.Created) and record.rules_hash != created.rules_hash:
             findings.append(f"v1: {named} stands for other rules (content hash "
                             f"{record.rules_hash}, recorded when first used) than this round "
-                            f"played ({created.rules_hash}): recorded before names and "
-                            "versions were checked, or written around the ledger (R-S1)")
+                            f"played ({created.rules_hash}): its table took these rules before "
+                            "names and versions were recorded, or they were written around the "
+                            "ledger (R-S1)")
         facts = [e for e in rest if isinstance(e, Round.Recorded)]
         recorded = [e.fact() for e in facts]
         return findings + _time_findings(created, facts) + readjudicate(
@@ -1133,11 +1138,11 @@ class GameLedger(Application[UUID]):
         except NotFound:
             raise _no_account(player) from None
 
-    def _name_and_version(self, rules: RuleSet, table: Table, actor: str,
-                          request_id: str) -> list[Aggregate]:
+    def _name_and_version(self, rules: RuleSet, table: Table, actor: str, request_id: str, *,
+                          refuse_other: bool = True) -> list[Aggregate]:
         """R-S1: a rule set's name and version stand for the content first recorded under
         them (what the first use records, when ``table`` took the rules); other content
-        under them is refused."""
+        under them is refused (``refuse_other``), or left to the round check to report."""
         record_id = ids.rule_set_id(rules.name, rules.version)
         try:
             record = self._get(RuleSetRecord, record_id, "rule set")
@@ -1146,7 +1151,7 @@ class GameLedger(Application[UUID]):
                 RuleSetRecord.Created, id=record_id, timestamp=table.modified_on,
                 name=rules.name, version=rules.version, rules=rules.to_dict(),
                 rules_hash=rules.content_hash, actor=actor, request_id=request_id)]
-        if record.rules_hash != rules.content_hash:
+        if record.rules_hash != rules.content_hash and refuse_other:
             raise RuleSetInvalid("version", f"{rules.name} v{rules.version} stands for other "
                                  f"rules already (content hash {record.rules_hash}); give "
                                  "these rules a version of their own")

@@ -7,6 +7,7 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
 from itertools import count
 from typing import Any
 from uuid import UUID, uuid4
@@ -23,8 +24,14 @@ from ledger.aggregates.round import Round
 from ledger.aggregates.shoe import ShoeRecord
 from ledger.aggregates.table import Table
 from ledger.application import GameLedger
-from ledger.errors import Conflict, InsufficientChips, InvariantBroken, QueryRefused
-from ledger.rules import CASINO, rules_hash
+from ledger.errors import (
+    Conflict,
+    InsufficientChips,
+    InvariantBroken,
+    QueryRefused,
+    RuleSetInvalid,
+)
+from ledger.rules import CASINO, TableLimits, rules_hash
 from ledger.sealing import ShoeSealer
 from ledger.shoe import commitment
 from ledger.storage import (
@@ -737,6 +744,29 @@ def test_a_round_played_under_rules_its_name_and_version_do_not_stand_for_is_a_f
     assert f"{CASINO.name} v{CASINO.version} stands for other rules (content hash " \
         f"{CASINO.content_hash}" in findings[0]
     assert fresh.check_round(round_id) == []
+
+
+def test_a_table_recorded_before_rule_set_names_claims_its_rules_at_its_next_round(
+        ledgers: Callable[..., GameLedger]) -> None:
+    # Recorded by a version that kept no registry of names and versions: after an upgrade,
+    # another table could open under the same name and version with other rules, and the
+    # old table's next rounds were then findings of the round check.
+    app = ledgers()
+    house = CASINO.evolve(name="house", natural_pays=(6, 5))
+    old = Table._create(Table.Created, id=ids.table_id("Old"),
+                        timestamp=datetime.now(UTC), name="Old", currency="EUR",
+                        rules=house.to_dict(), rules_hash=house.content_hash,
+                        limits=TableLimits().to_dict(), actor="boss", request_id="then")
+    append_around_the_ledger(app, *old.collect_events())
+    fresh = ledgers()
+    named = ids.rule_set_id(house.name, house.version)
+    assert list(fresh.events.get(named)) == []
+    r = fresh.start_round("s", "dealer", old.id)
+    (claimed,) = fresh.events.get(named)
+    assert claimed.rules_hash == house.content_hash  # type: ignore[attr-defined]
+    with pytest.raises(RuleSetInvalid, match=f"{house.name} v{house.version} stands for other"):
+        fresh.open_table("t", "boss", "New", house.evolve(natural_pays=(7, 5)))
+    assert fresh.check_round(r) == []
 
 
 def test_the_chain_walk_warns_while_the_event_table_is_left_open_to_change(
