@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +100,23 @@ def test_views_carry_the_roles_of_the_table(app):
             if (method, rule.rule) in table:
                 assert view.pitboss_roles == table[method, rule.rule], rule.rule
                 assert view.pitboss_mutating == (method in MUTATING), rule.rule
+
+
+README = Path(__file__).parents[2] / "README.md"
+_README_ROUTE = re.compile(r"^\| (GET|POST) `([^`]+)` \| ([^|]+) \|", re.M)
+
+
+def test_the_readme_lists_every_route_with_its_roles(app):
+    # A route the README's table left out, or roles it gave wrong, sent users to the API
+    # document for what the README should have told them.
+    listed = {(method, path): roles.strip()
+              for method, path, roles in _README_ROUTE.findall(README.read_text())}
+    listed.pop(("GET", "/healthz"))  # anyone's
+
+    def said(roles: set[str]) -> str:
+        return ("every role" if roles == set(ROLES)
+                else ", ".join(r for r in (D, C, M, A) if r in roles))
+
+    served = {(method, re.sub(r"<(?:[^<>]*:)?([^<>:]+)>", r"{\1}", rule)): said(roles)
+              for (method, rule), roles in expected_table(app).items()}
+    assert listed == served
