@@ -111,20 +111,21 @@ def table(state: Mapping[str, Any]) -> list[str]:
                                          or len(b["hands"]) > 1 else "")
             stakes = ", ".join(f"{p} {a}" for p, a in h["stakes"].items())
             total = f"{'soft ' if h['soft'] else ''}{h['total']}" if h["cards"] else ""
-            lines.append(f"      {label:<7} {cards(h['cards']):<24} {total:<8} {status(h):<11}"
+            standing = status(h, voided=state["phase"] == "voided")
+            lines.append(f"      {label:<7} {cards(h['cards']):<24} {total:<8} {standing:<11}"
                          f" {stakes}")
     return lines
 
 
-def status(hand: Mapping[str, Any]) -> str:
+def status(hand: Mapping[str, Any], *, voided: bool = False) -> str:
     """A hand's standing: bust, surrendered or forfeited; else a natural, doubled or stood;
-    else settled (even money), done (21 reached) or still live."""
+    else settled (even money), done (21 reached), or still live, or voided with its round."""
     if hand["status"] != "live":
         return str(hand["status"])
     for flag in ("natural", "doubled", "stood", "settled", "done"):
         if hand.get(flag):
             return flag
-    return "live"
+    return "voided" if voided else "live"
 
 
 def render(frames: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -492,7 +492,8 @@ class HandSchema(Out):
     status = fields.String(required=True, metadata={
         "description": "How the hand stands in play: live, bust, surrendered or forfeited. A "
                        "hand still in play when the round settles stays live; `settled` says "
-                       "its stakes are settled."})
+                       "its stakes are settled. One still in play when the round was voided "
+                       "stays live too: the round's `phase` says voided."})
     doubled = fields.Boolean(required=True)
     stood = fields.Boolean(required=True)
     done = fields.Boolean(required=True)

@@ -86,6 +86,27 @@ def test_a_void_says_what_it_released_and_what_it_took_back() -> None:
     assert line == "round voided: misdeal (released: ann 100; settled results undone: bob -15)"
 
 
+def test_a_voided_rounds_hands_still_in_play_show_as_voided() -> None:
+    # They showed as live in the replay's last frame, beside "round voided".
+    app = GameLedger(env={"PERSISTENCE_MODULE": "eventsourcing.popo"},
+                     shoe_key=ShoeSealer.new_key(),
+                     randbelow=SteeredShuffle("6S TH 7D 5C 9H TD TC"))
+    table = app.open_table("t", "boss", "T1", CASINO)
+    for player in ("P1", "P2"):
+        app.open_account(f"a-{player}", "cashier", player)
+        app.buy_in(f"b-{player}", "cashier", player, 1_000)
+    r = app.start_round("s", "dealer", table)
+    app.place_stake("p1", "dealer", r, "P1", 1, 100)
+    app.place_stake("p2", "dealer", r, "P2", 2, 50)
+    app.deal("d", "dealer", r)
+    before = render(app.replay(r))
+    app.void("v", "boss", r, "a misdeal")
+    lines = render(app.replay(r))
+    assert before[-2].split()[-3:] == ["live", "P1", "100"]
+    assert lines[-2:] == [line.replace("live  ", "voided") for line in before[-2:]]
+    assert lines[-1].split()[-3:] == ["voided", "P2", "50"]
+
+
 def test_the_dealers_end_reads_as_a_sentence() -> None:
     def finished(total: int, *, bust: bool = False, natural: bool = False) -> str:
         return sentence("DealerFinished", {"total": total, "bust": bust, "natural": natural,
