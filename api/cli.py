@@ -43,7 +43,7 @@ from api.secrets_files import ShoeKeyError, default_keys_file, load_shoe_key, sh
 from api.services import prepare_store
 from api.simulate import Keys, SimulationError, TablePlay
 from ledger.application import GameLedger
-from ledger.errors import InvariantBroken, LedgerError
+from ledger.errors import InvariantBroken, LedgerError, QueryRefused
 from ledger.storage import (
     HEAD_PATTERN,
     LedgerRecorder,
@@ -633,10 +633,13 @@ def _head_hash(_: click.Context, __: click.Parameter, value: str | None) -> str 
 @click.option("--expected-at", default=None, type=click.IntRange(min=1),
               help="the notification id it was taken at; without it, the walk must end on "
                    "the kept head")
-def chain(expected_head: str | None, expected_at: int | None) -> None:
+@click.option("--after", "start", default=0, type=click.IntRange(min=0),
+              help="walk from the event after this notification id, taking the link stored "
+                   "there on trust (a walk interrupted says where to go on from)")
+def chain(expected_head: str | None, expected_at: int | None, start: int) -> None:
     """Walk the event store's hash chain in the database, every event recomputed against its
     link, with a progress bar. Exits with status 1 if the record was altered, 3 if the chain
-    could not be walked (the database does not answer, or holds no ledger)."""
+    could not be walked (the database does not answer, or holds no ledger, or Ctrl-C)."""
     if expected_at is not None and expected_head is None:
         raise click.UsageError("--expected-at names where --expected-head was taken: give both")
     with _database_ledger() as ledger:
@@ -646,18 +649,35 @@ def chain(expected_head: str | None, expected_at: int | None) -> None:
         last_id, _ = chain_head(recorder)
         kept_head, kept_at = expected_head, expected_at
         rows = altered = 0
+        walked = [start]  # the last notification id checked
+
+        def on_row(notification_id: int) -> None:
+            walked[0] = notification_id
+            reached(notification_id)
+
         with _progress(last_id, "walking the chain") as reached:
-            after: int | None = 0
-            while after is not None:  # in parts: each lists at most CHAIN_FINDINGS_MAX
-                report = verify_chain(recorder, after=after, expected_head=expected_head,
-                                      expected_at=expected_at, on_row=reached)
-                rows += report.rows
-                altered += len(report.findings)
-                for finding in report.findings:
-                    click.echo(f"BROKEN: {finding}")
-                if report.kept_head_checked and expected_at is not None:
-                    expected_head = expected_at = None  # compared: later parts lie past it
-                after = report.next_after
+            after: int | None = start
+            try:
+                while after is not None:  # in parts: each lists at most CHAIN_FINDINGS_MAX
+                    report = verify_chain(recorder, after=after, expected_head=expected_head,
+                                          expected_at=expected_at, on_row=on_row)
+                    rows += report.rows
+                    altered += len(report.findings)
+                    for finding in report.findings:
+                        click.echo(f"BROKEN: {finding}")
+                    if report.kept_head_checked and expected_at is not None:
+                        expected_head = expected_at = None  # compared: later parts lie past it
+                    after = report.next_after
+            except QueryRefused as refused:
+                raise click.UsageError(str(refused)) from None
+            except KeyboardInterrupt:
+                still = "" if expected_head is None else " and the same --expected-head" + (
+                    "" if expected_at is None else " and --expected-at")
+                click.echo(f"stopped after notification {walked[0]:,}: go on with pitboss chain "
+                           f"--after {walked[0]}{still}", err=True)
+                if altered:
+                    raise SystemExit(1) from None
+                raise
             reached(last_id)
     click.echo(f"{rows:,} events checked, up to notification {report.head_notification_id}"
                + ("" if altered else f"; head {report.head}"))

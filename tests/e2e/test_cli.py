@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import socket
 import stat
 import threading
@@ -17,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from werkzeug.serving import make_server
 
+from api import cli
 from api.app import create_app
 from api.auth import (
     KEYS_MAX,
@@ -535,6 +538,42 @@ def test_the_chain_command_lists_every_altered_event_past_the_findings_of_one_pa
     assert result.exit_code == 1
     broken = [line for line in result.stdout.splitlines() if line.startswith("BROKEN: ")]
     assert len(broken) == len(altered)  # in parts, but all of them
+
+
+def test_a_chain_walk_stopped_says_where_to_go_on_from_and_goes_on_from_there(
+        make_app, database, monkeypatch):
+    # Ctrl-C threw the walk away: a rerun walked from the start.
+    app = make_app()
+    from tests.e2e.conftest import Desk
+
+    Desk(Http(app.test_client())).round()
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", app.extensions["pitboss"].env["POSTGRES_SCHEMA"])
+    head = CliRunner().invoke(main, ["chain"])
+    assert head.exit_code == 0, head.output
+    last = int(re.search(r"up to notification (\d+)", head.stdout)[1])  # type: ignore[index]
+    real_progress = cli._progress
+
+    @contextlib.contextmanager
+    def stopped_at_the_fifth(length: int, label: str, **kwargs: Any) -> Iterator[Any]:
+        with real_progress(length, label, **kwargs) as reached:
+            def tell(notification_id: int) -> None:
+                if notification_id == 5:
+                    raise KeyboardInterrupt
+                reached(notification_id)
+            yield tell
+
+    monkeypatch.setattr(cli, "_progress", stopped_at_the_fifth)
+    stopped = CliRunner().invoke(main, ["chain"])
+    assert stopped.exit_code == CHAIN_NOT_WALKED_EXIT
+    assert "stopped after notification 5: go on with pitboss chain --after 5" in stopped.stderr
+    monkeypatch.setattr(cli, "_progress", real_progress)
+    rest = CliRunner().invoke(main, ["chain", "--after", "5"])
+    assert rest.exit_code == 0, rest.output
+    assert f"{last - 5:,} events checked, up to notification {last}" in rest.stdout
+    past = CliRunner().invoke(main, ["chain", "--after", str(last + 1)])
+    assert past.exit_code == 2
+    assert f"There is no event at notification {last + 1}" in past.output
 
 
 def test_reading_commands_say_so_when_the_database_holds_no_ledger(database, monkeypatch):
