@@ -27,7 +27,7 @@ from eventsourcing.persistence import (
     OperationalError,
     PersistenceError,
 )
-from flask import Flask, Response, jsonify
+from flask import Flask, Response, current_app, jsonify
 from marshmallow import Schema, fields
 from werkzeug.exceptions import HTTPException
 
@@ -112,6 +112,10 @@ def http_exception_problem(error: HTTPException) -> Response:
     if status == 404:  # no route matched: ids in paths are UUIDs, or no route takes it
         detail = ("There is no such route, or an id in the path is not a UUID (tables, rounds "
                   "and shoes are named by UUID).")
+    if status == 413:
+        cap = current_app.config["MAX_CONTENT_LENGTH"]
+        detail = f"The body is larger than the {cap // 1024} KiB a request may hold."
+        extensions["errors"] = {"body": [detail]}
     return problem(status, error.name, detail, headers=headers, **extensions)
 
 

@@ -62,10 +62,11 @@ class WholeNumber(fields.Integer):
 
 
 class QueryWholeNumber(fields.Integer):
-    """A whole number in a query string: digits only (an optional minus), no ``1.0``."""
+    """A whole number in a query string: digits only (an optional minus), no ``1.0``; one out
+    of range is refused by the field's range, which names it (each use has one)."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
-        if not isinstance(value, str) or not re.fullmatch(r"-?[0-9]{1,19}", value):
+        if not isinstance(value, str) or not re.fullmatch(r"-?[0-9]{1,64}", value):
             raise self.make_error("invalid")
         result: int = super()._deserialize(value, attr, data, **kwargs)
         return result

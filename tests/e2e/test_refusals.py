@@ -147,9 +147,12 @@ def test_a_body_nested_too_deeply_is_400(http):
     assert "body" in problem_of(response, 400)["errors"]
 
 
-def test_a_body_over_the_cap_is_413(http):
+def test_a_body_over_the_cap_is_413_naming_the_cap(http):
     response = http.post("/tables", {"name": "T", "preset": "casino", "pad": "x" * 70_000})
-    problem_of(response, 413)
+    problem = problem_of(response, 413)
+    # It said "The data value transmitted exceeds the capacity limit."
+    assert problem["detail"] == "The body is larger than the 64 KiB a request may hold."
+    assert problem["errors"] == {"body": [problem["detail"]]}
 
 
 def cashier_post(desk: Desk, path: str, data: bytes | str, content_type: str | None,
@@ -309,6 +312,13 @@ def test_a_body_that_is_not_an_object_is_422(desk):
 def test_a_query_off_its_schema_is_422_naming_the_field(desk, query, field):
     response = desk.http.get("/accounts/P1/entries", role="cashier", **query)
     assert field in problem_of(response, 422)["errors"]
+
+
+def test_a_query_number_past_its_range_is_refused_with_the_range(desk):
+    # Twenty digits and more were "Not a valid integer."
+    response = desk.http.get("/accounts/P1/entries", role="cashier", limit="9" * 30)
+    assert problem_of(response, 422)["errors"] == {
+        "limit": ["Must be greater than or equal to 1 and less than or equal to 500."]}
 
 
 @pytest.mark.parametrize(("body", "field"), [
