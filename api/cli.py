@@ -157,6 +157,7 @@ class _Commands(click.Group):
     "--log-level",
     default="INFO",
     envvar="PITBOSS_LOG_LEVEL",
+    show_envvar=True,
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
@@ -170,15 +171,18 @@ def main(log_level: str) -> None:
 
 
 @main.command()
-@click.option("--host", default="127.0.0.1", envvar="PITBOSS_HOST", show_default=True)
+@click.option("--host", default="127.0.0.1", envvar="PITBOSS_HOST", show_envvar=True,
+              show_default=True)
 @click.option(
-    "--port", default=8000, envvar="PORT", show_default=True, type=click.IntRange(1, 65535)
+    "--port", default=8000, envvar="PORT", show_envvar=True, show_default=True,
+    type=click.IntRange(1, 65535),
 )
 @click.option(
-    "--workers", default=2, envvar="WEB_CONCURRENCY", show_default=True, type=click.IntRange(1, 64)
+    "--workers", default=2, envvar="WEB_CONCURRENCY", show_envvar=True, show_default=True,
+    type=click.IntRange(1, 64),
 )
 @click.option(
-    "--threads", default=4, envvar="PITBOSS_THREADS", show_default=True,
+    "--threads", default=4, envvar="PITBOSS_THREADS", show_envvar=True, show_default=True,
     type=click.IntRange(1, 64), help="request threads per worker",
 )
 @click.option(
@@ -302,7 +306,7 @@ def db() -> None:
 
 @db.command("check")
 def db_check() -> None:
-    """Resolve the database (starting the embedded one if needed) and run ``select 1``."""
+    """Resolve the database (starting the embedded one if needed) and run select 1."""
     settings = resolve_database(os.environ)
     check_database(settings, timeout_s=settings.connect_timeout_s)
     click.echo(f"ok: {settings.masked()} (from {settings.source})")
@@ -313,6 +317,7 @@ def db_check() -> None:
     "--data-dir",
     default=str(DEFAULT_DATA_DIR),
     envvar="PITBOSS_DATA_DIR",
+    show_envvar=True,
     show_default=True,
     type=click.Path(file_okay=False, path_type=Path),
 )
@@ -509,7 +514,8 @@ def _api_url(_: click.Context, __: click.Parameter, value: str | None) -> str | 
 
 
 _URL = click.option("--url", default="http://127.0.0.1:8000", envvar="PITBOSS_URL",
-                    show_default=True, callback=_api_url, help="the API's base URL")
+                    show_envvar=True, show_default=True, callback=_api_url,
+                    help="the API's base URL")
 
 
 @main.command()
@@ -519,7 +525,8 @@ _URL = click.option("--url", default="http://127.0.0.1:8000", envvar="PITBOSS_UR
 @click.option("--preset", default="casino", show_default=True,
               type=click.Choice(["casino", "wild21", "casino_wild"]))
 @_URL
-@click.option("--key", "api_keys", multiple=True, envvar="PITBOSS_API_KEYS", required=True,
+@click.option("--key", "api_keys", multiple=True, envvar="PITBOSS_API_KEYS", show_envvar=True,
+              required=True,
               help="a dealer's and a cashier's key (give --key twice; or PITBOSS_API_KEYS, "
               "space-separated)")
 def simulate(tables: int, rounds: int, preset: str, url: str, api_keys: tuple[str, ...]) -> None:
@@ -527,7 +534,9 @@ def simulate(tables: int, rounds: int, preset: str, url: str, api_keys: tuple[st
     played = run_simulation(url, list(api_keys), tables=tables, rounds=rounds, preset=preset,
                             progress=True)
     for table in played:
-        click.echo(f"table {table.name} ({table.table_id}): {len(table.rounds)} rounds, "
+        count = len(table.rounds)
+        click.echo(f"table {table.name} ({table.table_id}): {count} round"
+                   f"{'' if count == 1 else 's'}, "
                    f"last {table.rounds[-1] if table.rounds else '-'}")
 
 
@@ -571,9 +580,9 @@ def run_simulation(url: str, api_keys: list[str], *, tables: int, rounds: int, p
 
 @main.command()
 @click.argument("round_id", type=click.UUID)
-@click.option("--url", default=None, envvar="PITBOSS_URL", callback=_api_url,
+@click.option("--url", default=None, show_envvar=True, envvar="PITBOSS_URL", callback=_api_url,
               help="read the replay from this API (with --key) instead of the database")
-@click.option("--key", "api_key", default=None, envvar="PITBOSS_API_KEY",
+@click.option("--key", "api_key", default=None, show_envvar=True, envvar="PITBOSS_API_KEY",
               help="an auditor's or a manager's key, with --url")
 def replay(round_id: UUID, url: str | None, api_key: str | None) -> None:
     """Print a round step by step: every event, by whom and when, and the table after each card.
@@ -699,9 +708,11 @@ STOP_WAIT_S = 40.0  # longer than gunicorn's graceful_timeout (deploy/gunicorn.c
 
 
 @main.command()
-@click.option("--host", default="127.0.0.1", envvar="PITBOSS_HOST", show_default=True)
+@click.option("--host", default="127.0.0.1", envvar="PITBOSS_HOST", show_envvar=True,
+              show_default=True)
 @click.option(
-    "--port", default=8000, envvar="PORT", show_default=True, type=click.IntRange(1, 65535)
+    "--port", default=8000, envvar="PORT", show_envvar=True, show_default=True,
+    type=click.IntRange(1, 65535),
 )
 @click.option("--rounds", default=5, show_default=True, type=click.IntRange(0, 1000),
               help="rounds to simulate at the demo table when the database is empty")
