@@ -372,7 +372,7 @@ def positions() -> None:
     """Each projection's position and how many events it is behind the ledger."""
     from projections.queries import ReadModels
 
-    settings = _answering_database()
+    settings = _answering_database(existing=True)
     # Reading only: on a database the worker never ran on, it says so instead of creating.
     read_models = ReadModels({**ledger_env(settings, os.environ), "CREATE_TABLE": "n"})
     try:
@@ -396,10 +396,11 @@ def _projection_env() -> dict[str, str]:
     return ledger_env(_answering_database(), os.environ)
 
 
-def _answering_database() -> DatabaseSettings:
+def _answering_database(*, existing: bool = False) -> DatabaseSettings:
     """The database, checked to answer: the pool would only say it got no connection, where
-    this names the reason (refused, no such database, the password...)."""
-    settings = resolve_database(os.environ)
+    this names the reason (refused, no such database, the password...). ``existing``: an
+    embedded one is not created for a command that only reads."""
+    settings = resolve_database(os.environ, existing=existing)
     check_database(settings, timeout_s=settings.connect_timeout_s)
     return settings
 
@@ -616,7 +617,7 @@ def _replay_from_database(round_id: UUID) -> list[dict[str, Any]]:
 def _database_ledger(settings: DatabaseSettings | None = None) -> Iterator[GameLedger]:
     """A ledger reading the database directly (as `pitboss db check` finds it, unless
     ``settings`` were found already), creating nothing."""
-    settings = settings or _answering_database()
+    settings = settings or _answering_database(existing=True)
     env = ledger_env(settings, os.environ)
     env["CREATE_TABLE"] = "n"
     ledger = GameLedger(env=env)

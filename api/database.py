@@ -366,10 +366,13 @@ def external_database_configured(environ: Mapping[str, str]) -> bool:
 def resolve_database(
     environ: Mapping[str, str] = os.environ,
     data_dir: Path | str | None = None,
+    *,
+    existing: bool = False,
 ) -> DatabaseSettings:
     """Choose the database (see the module docstring), starting the embedded one if needed.
 
-    ``data_dir`` overrides ``PITBOSS_DATA_DIR`` for the embedded server.
+    ``data_dir`` overrides ``PITBOSS_DATA_DIR`` for the embedded server; ``existing``: an
+    embedded one is not created where there is none (a command that only reads).
     """
     _check_library_settings(environ)
     url = environ.get("DATABASE_URL", "").strip()
@@ -379,7 +382,7 @@ def resolve_database(
         settings = _from_postgres_variables(environ)
     else:
         folder = data_dir if data_dir is not None else environ.get("PITBOSS_DATA_DIR", "")
-        settings = start_embedded(folder or DEFAULT_DATA_DIR)
+        settings = start_embedded(folder or DEFAULT_DATA_DIR, existing=existing)
     settings = replace(settings, **_limits_from(environ))
     logger.info("database: %s (from %s)", settings.masked(), settings.source)
     return settings
@@ -401,9 +404,14 @@ def embedded_data_dir(data_dir: Path | str) -> Path:
     return path
 
 
-def start_embedded(data_dir: Path | str) -> DatabaseSettings:
-    """Start (or reuse) the embedded server in ``data_dir``; it keeps running after exit."""
+def start_embedded(data_dir: Path | str, *, existing: bool = False) -> DatabaseSettings:
+    """Start (or reuse) the embedded server in ``data_dir``; it keeps running after exit.
+    ``existing``: refuse to create one where there is none."""
     path = embedded_data_dir(data_dir)
+    if existing and not (path / "PG_VERSION").exists():
+        raise DatabaseConfigError(
+            f"there is no embedded database in {path}: run this where the service runs (the "
+            "folder holding var/pgdata), or set PITBOSS_DATA_DIR or DATABASE_URL")
     path.parent.mkdir(parents=True, exist_ok=True)
     pgserver = _import_pgserver()
     try:

@@ -32,6 +32,7 @@ from api.auth import (
     read_keys,
 )
 from api.cli import CHAIN_NOT_WALKED_EXIT, gunicorn_argv, main
+from api.database import POSTGRES_VARIABLES
 from api.secrets_files import ShoeKeyError, load_shoe_key
 from api.services import prepare_store
 from api.simulate import next_decision
@@ -591,6 +592,23 @@ def test_reading_commands_say_so_when_the_database_holds_no_ledger(database, mon
     with psycopg.connect(database.conninfo()) as conn:
         assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s",
                             (schema,)).fetchone() == (0,)
+
+
+def test_reading_commands_make_no_embedded_database_where_there_is_none(tmp_path, monkeypatch):
+    # Run outside the checkout, they made and started one in ./var/pgdata, then said it held
+    # no ledger, leaving a PostgreSQL running there.
+    for name in ("DATABASE_URL", *POSTGRES_VARIABLES):
+        monkeypatch.delenv(name, raising=False)
+    nowhere = tmp_path / "elsewhere" / "pgdata"
+    monkeypatch.setenv("PITBOSS_DATA_DIR", str(nowhere))
+    for argv, status in ((["chain"], CHAIN_NOT_WALKED_EXIT), (["replay", str(uuid.uuid4())], 1),
+                         (["positions"], 1)):
+        result = CliRunner().invoke(main, argv)
+        assert result.exit_code == status, result.output
+        assert result.output == (f"Error: there is no embedded database in {nowhere}: run this "
+                                 "where the service runs (the folder holding var/pgdata), or "
+                                 "set PITBOSS_DATA_DIR or DATABASE_URL\n")
+    assert not nowhere.parent.exists()
 
 
 def test_positions_says_when_the_worker_never_made_the_read_models(postgres_env, database,
