@@ -455,6 +455,8 @@ def keys_create(name: str, role: str, keys_file: Path | None) -> None:
 def keys_list(keys_file: Path | None) -> None:
     """The key holders and their roles (never the keys)."""
     path = keys_file or default_keys_file(os.environ)
+    if not path.exists():  # run from elsewhere than the service, say: not an empty list
+        click.echo(f"no key file at {path}", err=True)
     for key in read_keys(path):
         click.echo(f"{key.name}\t{key.role}")
 

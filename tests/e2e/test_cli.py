@@ -62,6 +62,9 @@ def test_keys_create_stores_only_the_hash_and_prints_the_key_once(tmp_path):
     assert "already has a key named 'alice'" in again.output
     listed = runner.invoke(main, ["keys", "list", "--file", str(path)])
     assert listed.stdout == "alice\tauditor\n"
+    nothing = runner.invoke(main, ["keys", "list", "--file", str(tmp_path / "none.jsonl")])
+    assert (nothing.exit_code, nothing.stdout) == (0, "")
+    assert nothing.stderr == f"no key file at {tmp_path / 'none.jsonl'}\n"
     revoked = runner.invoke(main, ["keys", "revoke", "--name", "alice", "--file", str(path)])
     assert revoked.exit_code == 0
     assert parse_keys(path.read_text(), source="x") == []
