@@ -534,18 +534,24 @@ _URL = click.option("--url", default="http://127.0.0.1:8000", envvar="PITBOSS_UR
               "space-separated)")
 def simulate(tables: int, rounds: int, preset: str, url: str, api_keys: tuple[str, ...]) -> None:
     """Play rounds through the HTTP API: basic-strategy players, one terminal per table."""
+    stop = threading.Event()
     played = run_simulation(url, list(api_keys), tables=tables, rounds=rounds, preset=preset,
-                            progress=True)
+                            progress=True, stop=stop)
     for table in played:
         count = len(table.rounds)
         click.echo(f"table {table.name} ({table.table_id}): {count} round"
                    f"{'' if count == 1 else 's'}, "
                    f"last {table.rounds[-1] if table.rounds else '-'}")
+    if stop.is_set():
+        raise SystemExit(130)  # stopped by Ctrl-C: not every round asked for was played
 
 
 def run_simulation(url: str, api_keys: list[str], *, tables: int, rounds: int, preset: str,
-                   progress: bool) -> list[TablePlay]:
-    """Each table plays its rounds in a thread of its own; the bar counts rounds."""
+                   progress: bool, stop: threading.Event | None = None) -> list[TablePlay]:
+    """Each table plays its rounds in a thread of its own; the bar counts rounds. Ctrl-C (or
+    ``stop``) lets each table finish the round in play and play no more; a second Ctrl-C
+    leaves at once, rounds in play left open."""
+    stop = stop or threading.Event()
     terminals = []
     for _ in range(tables):
         keys = Keys.discover(url, api_keys)
@@ -558,6 +564,8 @@ def run_simulation(url: str, api_keys: list[str], *, tables: int, rounds: int, p
         try:
             terminal.open()
             for _ in range(rounds):
+                if stop.is_set():
+                    break
                 terminal.play_round()
                 with lock:
                     done[0] += 1
@@ -573,8 +581,15 @@ def run_simulation(url: str, api_keys: list[str], *, tables: int, rounds: int, p
     label = f"{preset}: {tables} table(s) x {rounds} rounds"
     with _progress(tables * rounds, label, shown=progress) as reached:
         while any(t.is_alive() for t in threads):
-            time.sleep(0.1)
-            reached(done[0])
+            try:
+                time.sleep(0.1)
+                reached(done[0])
+            except KeyboardInterrupt:
+                if stop.is_set():
+                    raise
+                stop.set()
+                click.echo("stopping: each table finishes the round in play (Ctrl-C again to "
+                           "leave at once, rounds in play left open)", err=True)
         reached(done[0])
     if errors:
         raise errors[0]

@@ -439,6 +439,40 @@ def test_simulate_plays_rounds_to_their_settlement_through_the_api(served, prese
     assert any(s in replayed.stdout for s in "♠♥♦♣")
 
 
+def test_simulate_stopped_finishes_each_tables_round_and_names_the_tables(served, monkeypatch):
+    # Ctrl-C left a round open with its chips held, and the tables played went unnamed.
+    url, app = served
+    real_progress = cli._progress
+
+    @contextlib.contextmanager
+    def interrupted_after_a_round(length: int, label: str, **kwargs: Any) -> Iterator[Any]:
+        with real_progress(length, label, **kwargs) as reached:
+            def tell(done: int) -> None:
+                if done >= 1 and not told:
+                    told.append(done)
+                    raise KeyboardInterrupt
+                reached(done)
+            yield tell
+
+    told: list[int] = []
+    monkeypatch.setattr(cli, "_progress", interrupted_after_a_round)
+    result = CliRunner().invoke(main, ["simulate", "--tables", "2", "--rounds", "200",
+                                       "--url", url,
+                                       "--key", KEYS["dealer"], "--key", KEYS["cashier"]])
+    assert result.exit_code == 130, result.output
+    assert "stopping: each table finishes the round in play" in result.stderr
+    tables = re.findall(r"^table \S+ \(([0-9a-f-]+)\): (\d+) rounds?, last (\S+)$",
+                        result.stdout, re.M)
+    assert len(tables) == 2
+    http = Http(app.test_client())
+    assert sum(int(played) for _, played, _ in tables) >= 1
+    for _, played, last in tables:
+        assert int(played) < 200
+        if last != "-":  # (a table stopped before its first round has none)
+            round_ = http.ok(http.get(f"/rounds/{last}", role="auditor"))
+            assert round_["phase"] in ("settled", "voided"), round_["phase"]
+
+
 def test_simulate_needs_a_dealer_and_a_cashier_key(served):
     url, _ = served
     result = CliRunner().invoke(main, ["simulate", "--url", url, "--key", KEYS["auditor"]])
