@@ -175,7 +175,7 @@ class GameLedger(Application[UUID]):
     def __init__(self, env: dict[str, str] | None = None, *, shoe_key: bytes | None = None,
                  clock: Clock = utc_now,
                  randbelow: Callable[[int], int] = secrets.randbelow) -> None:
-        """``shoe_key`` seals and opens shoe orders and signs the accounts' snapshots; a ledger
+        """``shoe_key`` seals and opens shoe orders and signs the snapshots; a ledger
         built without one (a projection reading the event log) can read everything but cannot
         shuffle or deal, and reads accounts from their events only."""
         try:

@@ -66,6 +66,7 @@ from eventsourcing.postgres import (
     PostgresDatastore,
     PostgresFactory,
 )
+from eventsourcing.utils import TopicError, resolve_topic
 from psycopg import Connection, Cursor
 from psycopg.adapt import Dumper
 from psycopg.errors import LockNotAvailable, QueryCanceled, error_from_result
@@ -165,9 +166,11 @@ def reconnecting_promptly(pool: ConnectionPool[Any]) -> None:
 class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
     """The library's snapshot recorder, created one process at a time, whose snapshots are
     signed (:class:`~ledger.sealing.SnapshotSigner`). Snapshots are outside the hash chain, so
-    one that does not verify (altered, forged, or from an unsigned earlier version) is passed
-    over with a warning: its account is read from the newest snapshot before it that verifies,
-    or from its events. Without a signer the recorder writes no snapshot and reads none."""
+    one that does not verify (altered, forged, or from an unsigned earlier version), or whose
+    topic names no class this version knows (a snapshot is a copy: its events still read), is
+    passed over with a warning: its account is read from the newest snapshot before it that
+    verifies, or from its events. Without a signer the recorder writes no snapshot and reads
+    none."""
 
     signer: SnapshotSigner | None = None
 
@@ -187,18 +190,31 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
         if self.signer is None:
             return []
         selected = self._select(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
-        verified = [self.signer.verify(s) for s in selected]
+        verified = [self._readable(s) for s in selected]
         for stored, ok in zip(selected, verified, strict=True):
             if ok is None:
-                _log.warning("the snapshot of %s at version %d does not verify (altered, or "
-                             "not signed with this shoe key); it is passed over",
+                _log.warning("the snapshot of %s at version %d does not verify (altered, not "
+                             "signed with this shoe key, or of a kind this version does not "
+                             "know); it is passed over",
                              stored.originator_id, stored.originator_version)
         kept = [s for s in verified if s is not None]
         if limit is not None and len(kept) < len(selected):
             # The newest did not verify: the ones before it may (the library asks for one).
             selected = self._select(originator_id, gt=gt, lte=lte, desc=desc)
-            kept = [s for s in map(self.signer.verify, selected) if s is not None][:limit]
+            kept = [s for s in map(self._readable, selected) if s is not None][:limit]
         return kept
+
+    def _readable(self, stored: StoredEvent) -> StoredEvent | None:
+        """The snapshot without its tag, if it verifies and its topic names a class."""
+        assert self.signer is not None
+        verified = self.signer.verify(stored)
+        if verified is None:
+            return None
+        try:
+            resolve_topic(verified.topic)
+        except TopicError:
+            return None
+        return verified
 
     @_retried
     def unverified(self, originator_ids: Sequence[UUID]) -> list[tuple[UUID, int]]:
@@ -215,7 +231,7 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
             rows = curs.fetchall()
         stored = [_stored(r) for r in rows]
         return [(UUID(str(s.originator_id)), s.originator_version) for s in stored
-                if self.signer.verify(s) is None]
+                if self._readable(s) is None]
 
 
 class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):

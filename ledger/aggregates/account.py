@@ -14,6 +14,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
+from ledger.aggregates.snapshot import LedgerSnapshot
 from ledger.errors import BetRefused, InsufficientChips, InvariantBroken
 from ledger.rules import AMOUNT_MAX
 
@@ -23,6 +24,7 @@ HOUSE = "house"
 
 class Account(Aggregate):
     TOPIC = "pitboss:Account"
+    Snapshot = LedgerSnapshot
 
     class Created(Aggregate.Created):
         """An account opened: a player's (``owner`` is the player id) or a table's house."""

@@ -7,11 +7,13 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
+from ledger.aggregates.snapshot import LedgerSnapshot
 from ledger.rules import RuleSet, TableLimits
 
 
 class Table(Aggregate):
     TOPIC = "pitboss:Table"
+    Snapshot = LedgerSnapshot
 
     class Created(Aggregate.Created):
         """A table opened with its name, currency, rule set and limits."""

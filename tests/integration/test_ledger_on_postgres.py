@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import threading
@@ -480,6 +481,30 @@ def test_only_the_newest_snapshot_counts_and_one_that_fails_falls_back_to_the_on
     findings = _balance_findings(env, fresh)
     assert len(findings) == 1
     assert "snapshot at version 401 does not verify" in findings[0]
+
+
+def test_snapshots_are_stored_under_a_topic_of_pitboss_and_one_no_class_answers_is_passed_over(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    # Stored under the library's module path, a snapshot whose class moved made its account
+    # unreadable ("its topic names no kind of event"), though every event of it was intact.
+    app = ledgers()
+    _snapshotted(app)
+    snapshots = app.snapshots.recorder if app.snapshots is not None else None
+    assert isinstance(snapshots, SnapshotRecorder)
+    assert snapshots.signer is not None
+    (taken,) = snapshots.select_events(ids.account_id("P1"))
+    assert taken.topic == "pitboss:Snapshot"
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_snapshots'
+    for topic, read in (("eventsourcing.domain:Snapshot", True),  # as earlier versions stored
+                        ("eventsourcing.domain:MovedSnapshot", False)):
+        signed = snapshots.signer.sign(dataclasses.replace(taken, topic=topic))
+        with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+            conn.execute(f"UPDATE {table} SET topic = %s, state = %s", (topic, signed.state))
+        fresh = ledgers()
+        assert fresh.balance("P1")["available"] == 200  # from the snapshot, or the events
+        findings = _balance_findings(env, fresh)
+        assert (findings == []) == read, (topic, findings)
 
 
 @pytest.mark.parametrize("forgery", ["past-the-last-event", "copied-to-another-account"])
