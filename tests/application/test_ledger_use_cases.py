@@ -668,7 +668,8 @@ def test_a_table_is_snapshotted_as_committed_every_200_events(make_ledger: MakeL
     assert app.snapshots is not None
     assert [s.originator_version for s in app.snapshots.get(table)] == [200]
     replayed: Any = None
-    for event in app.events.get(table):
+    events: list[Any] = list(app.events.get(table))
+    for event in events:
         replayed = event.mutate(replayed)
     loaded: Table = app.repository.get(table)  # from the snapshot
     assert loaded.summary() == replayed.summary()

@@ -14,7 +14,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from itertools import count
-from typing import Any
+from typing import Any, cast
 from uuid import UUID, uuid4
 
 import psycopg
@@ -464,7 +464,8 @@ def test_the_chains_and_the_round_checks_reads_go_on_past_connections_the_server
         while True:  # every connection the pool can lend, at once
             pids.append(taking.enter_context(pool.connection(timeout=0.5)).info.backend_pid)
     assert pids
-    with psycopg.connect(pool.conninfo, **{**pool.kwargs, "autocommit": True}) as operator:
+    conninfo, kwargs = cast(str, pool.conninfo), cast(dict[str, Any], pool.kwargs)
+    with psycopg.connect(conninfo, **{**kwargs, "autocommit": True}) as operator:
         for pid in pids:
             operator.execute("SELECT pg_terminate_backend(%s)", (pid,))
     assert chain_head(recorder) == head
