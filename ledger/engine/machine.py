@@ -545,6 +545,9 @@ class RoundMachine:
 
     def void(self, reason: str) -> list[f.Fact]:
         """R-V1, R-X13: a manager voids an unfinished round; every stake is returned."""
+        if self.phase == SETTLED:
+            raise RoundClosed("The round is settled, and a settled round is not voided: a "
+                              "manager corrects it with a ruling.", "R-V2")
         self._require_phase(BETTING, DEALING, PLAYING, SETTLING)
         if not isinstance(reason, str) or not reason.strip() or len(reason) > REASON_MAX_CHARS:
             raise DecisionRefused(f"A void needs a reason of 1 to {REASON_MAX_CHARS} characters.",

@@ -669,10 +669,11 @@ def test_any_decision_on_a_voided_round_is_refused(command: str) -> None:
     refused(r, RoundClosed, "R-V1", action, match="voided")
 
 
-def test_voiding_a_settled_round_is_refused() -> None:
+def test_voiding_a_settled_round_is_refused_pointing_to_a_ruling() -> None:
+    # It said the round "takes no more decisions": a manager was not told what to do instead.
     r = settled_round()
     refused(r, RoundClosed, "R-V2", lambda: r.m.void("dealer misread a card"),
-            match="no more decisions")
+            match="a settled round is not voided: a manager corrects it with a ruling")
 
 
 @pytest.mark.parametrize("reason", ["", "   "])
