@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -684,7 +685,8 @@ class GameLedger(Application[UUID]):
                             "ledger (R-S1)")
         facts = [e for e in rest if isinstance(e, Round.Recorded)]
         recorded = [e.fact() for e in facts]
-        return findings + _time_findings(created, facts) + readjudicate(
+        return findings + _undeclared_findings(created, *rest) + _time_findings(
+            created, facts) + readjudicate(
             RuleSet.from_dict(created.rules), TableLimits.from_dict(created.limits),
             recorded, [e.originator_version for e in facts]) + self._posting_findings(
             created, recorded) + self._draw_findings(created, facts) + self._receipt_findings(
@@ -1394,6 +1396,20 @@ def _loaded_version(touched: Sequence[Aggregate], guard: UUID | None) -> int | N
         if aggregate.id == guard:
             return aggregate.version - len(aggregate.pending_events)
     return None
+
+
+def _undeclared_findings(*events: Any) -> list[str]:
+    """Events stored with fields their class does not declare: read as if they were not
+    there (the round's replay and settlement ignore them), but shown with the event's data."""
+    findings = []
+    for event in events:
+        declared = {field.name for field in dataclasses.fields(type(event))}
+        undeclared = sorted(set(vars(event)) - declared)
+        if undeclared:
+            findings.append(f"v{event.originator_version}: recorded with "
+                            f"{', '.join(undeclared)}, which this version of pitboss does not "
+                            "read: written by a later version, or around the ledger (R-V2)")
+    return findings
 
 
 def _round_view(round_: Round) -> dict[str, Any]:

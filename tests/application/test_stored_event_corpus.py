@@ -184,6 +184,22 @@ def test_a_settlement_the_rules_do_not_give_is_reported(make_ledger) -> None:
     assert findings[1].endswith("chips were posted around the round (R-M4)")
 
 
+def test_a_field_no_event_class_declares_is_a_finding_of_the_round_check(make_ledger) -> None:
+    # A settlement stored with "bonus_paid": the replay and results ignore it, the auditor's
+    # view of the events shows it, and the round check passed the round as clean.
+    corpus = json.loads(CORPUS.read_text())
+    settled = next(e for e in corpus["events"] if e["topic"] == "pitboss:Round.StakeSettled")
+    state = json.loads(base64.b64decode(settled["state"]))
+    state["bonus_paid"] = 999
+    settled["state"] = base64.b64encode(json.dumps(state).encode()).decode()
+    app, _ = load_corpus(make_ledger, corpus)
+    round_id = UUID(settled["originator_id"])
+    assert app.round_state(round_id)["results"] == corpus["rounds"][str(round_id)]
+    assert app.check_round(round_id) == [
+        f"v{settled['originator_version']}: recorded with bonus_paid, which this version of "
+        "pitboss does not read: written by a later version, or around the ledger (R-V2)"]
+
+
 def test_rules_altered_in_the_record_are_reported_as_such(make_ledger) -> None:
     # Re-run, the altered rules would find the settlement wrong: the finding names the rules.
     corpus = json.loads(CORPUS.read_text())
