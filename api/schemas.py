@@ -289,6 +289,10 @@ class ReasonSchema(Schema):
     reason = reason(required=True)
 
 
+class ReopenSchema(Schema):
+    reason = reason(metadata={"description": "Why the table reopens (optional)."})
+
+
 # --- play ------------------------------------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from api.schemas import (
     NoBodySchema,
     OpenTableSchema,
     ReasonSchema,
+    ReopenSchema,
     RoundCommandHeaderSchema,
     RoundIdsSchema,
     RoundStateSchema,
@@ -121,12 +122,13 @@ def close_table(body: dict[str, Any], table_id: UUID, request_id: str) -> dict[s
 
 @blp.route("/tables/<uuid:table_id>/reopen", methods=["POST"])
 @guard(blp, DEALER, mutating=True)
-@blp.arguments(_NO_BODY, required=False)
+@blp.arguments(ReopenSchema(), required=False)
 @blp.response(200, TableSchema)
-def reopen_table(_: dict[str, Any], table_id: UUID, request_id: str) -> dict[str, Any]:
-    """Reopen a closed table (a fresh shoe comes with its next round)."""
+def reopen_table(body: dict[str, Any], table_id: UUID, request_id: str) -> dict[str, Any]:
+    """Reopen a closed table, with a reason if given (a fresh shoe comes with its next
+    round)."""
     led = ledger()
-    led.reopen_table(request_id, actor(), table_id)
+    led.reopen_table(request_id, actor(), table_id, (body or {}).get("reason", ""))
     return led.table(table_id)
 
 

@@ -281,18 +281,24 @@ class GameLedger(Application[UUID]):
         self._run(request_id, actor, "close_table",
                   {"table_id": str(table_id), "reason": reason}, body)
 
-    def reopen_table(self, request_id: str, actor: str, table_id: UUID) -> None:
+    def reopen_table(self, request_id: str, actor: str, table_id: UUID,
+                     reason: str = "") -> None:
+        """Reopen a closed table, with the reason if one is given."""
         table_id = _uuid(table_id, "table")
+        if reason:
+            _check_reason(reason, "R-H2")
 
         def body() -> tuple[Result, list[Aggregate]]:
             table = self._get(Table, table_id, "table")
             if table.open:
                 raise TableOpen(f"Table {table.name} is open already.")
             table.trigger_event(Table.Reopened, actor=actor, request_id=request_id,
-                                timestamp=self._now(table))
+                                reason=reason, timestamp=self._now(table))
             return {"table_id": str(table_id)}, [table]
 
-        self._run(request_id, actor, "reopen_table", {"table_id": str(table_id)}, body)
+        # Without a reason, the request is what it was before one could be given.
+        payload = {"table_id": str(table_id), **({"reason": reason} if reason else {})}
+        self._run(request_id, actor, "reopen_table", payload, body)
 
     def start_round(self, request_id: str, actor: str, table_id: UUID) -> UUID:
         """A new round under the table's rules in force; a new shoe first if the cut card

@@ -74,9 +74,13 @@ class Table(Aggregate):
             table.open = False
 
     class Reopened(Aggregate.Event):
+        """The table reopened; ``reason`` may be empty (and is, in events stored before it
+        was recorded)."""
+
         TOPIC = "pitboss:Table.Reopened"
         actor: str
         request_id: str
+        reason: str = ""
 
         def apply(self, table: Table) -> None:
             table.open = True

@@ -339,6 +339,14 @@ def test_closing_a_table_retires_and_reveals_its_shoe(make_app):
     again = problem_of(http.post(f"/tables/{desk.table}/reopen"), 422)
     assert (again["error"], again["rule"], again["detail"]) == (
         "TableOpen", None, "Table T1 is open already.")
+    # A reopening may say why, as a closing must (it was refused: "reason: Unknown field").
+    http.ok(http.post(f"/tables/{desk.table}/close", {"reason": "a break"}))
+    http.ok(http.post(f"/tables/{desk.table}/reopen", {"reason": "new shift"}))
+    blank = problem_of(http.post(f"/tables/{desk.table}/reopen", {"reason": " "}), 422)
+    assert "reason" in blank["errors"]
+    events = http.ok(http.get(f"/audit/tables/{desk.table}/events"))["items"]
+    reopened = [e["data"]["reason"] for e in events if e["type"] == "Reopened"]
+    assert reopened == ["", "new shift"]
 
 
 def test_the_event_store_chain_verifies_and_its_head_moves_with_each_event(make_app):
