@@ -507,6 +507,33 @@ def test_snapshots_are_stored_under_a_topic_of_pitboss_and_one_no_class_answers_
         assert (findings == []) == read, (topic, findings)
 
 
+@pytest.mark.parametrize("copied_to", ["another version", "another account"])
+def test_a_genuine_snapshot_copied_elsewhere_does_not_verify(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str], copied_to: str) -> None:
+    # The tag covers the aggregate and the version: a signed snapshot moved to an earlier
+    # version would have its later events applied twice, copied to another account would
+    # give it the chips of the first.
+    app = ledgers()
+    _snapshotted(app)
+    app.open_account("c", "cashier", "P2")
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_snapshots'
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        if copied_to == "another version":
+            conn.execute(f"UPDATE {table} SET originator_version = 150")
+            owner, version, available = "P1", 150, 200
+        else:
+            conn.execute(f"INSERT INTO {table} SELECT %s, originator_version, topic, state "
+                         f"FROM {table}", (ids.account_id("P2"),))
+            owner, version, available = "P2", 200, 0
+    fresh = ledgers()
+    assert fresh.balance(owner)["available"] == available  # from the events
+    findings = _balance_findings(env, fresh)
+    assert len(findings) == 1
+    assert owner in findings[0]
+    assert f"snapshot at version {version} does not verify" in findings[0]
+
+
 @pytest.mark.parametrize("forgery", ["past-the-last-event", "copied-to-another-account"])
 def test_a_snapshot_written_around_the_ledger_moves_no_chips(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings,
@@ -922,8 +949,12 @@ def test_a_shoe_altered_behind_the_ledger_fails_its_verification(
         assert finding.endswith("and the round records no card dealt from it")
 
 
+@pytest.mark.parametrize(("held", "available", "moved"), [
+    (0, 5000, "4990 available and 10 held"),
+    (500, 0, "-10 available and 510 held"),  # held alone: a check of available passed it
+])
 def test_chips_posted_around_a_round_are_a_finding_of_its_check(
-        ledgers: Callable[..., GameLedger]) -> None:
+        ledgers: Callable[..., GameLedger], held: int, available: int, moved: str) -> None:
     # A posting "for" the round, with its counterpart on the house, appended with the service
     # role's rights: every account agrees with its events and money is conserved, but the
     # round's facts do not move those chips.
@@ -934,13 +965,13 @@ def test_chips_posted_around_a_round_are_a_finding_of_its_check(
     house: Any = app.repository.get(ids.house_id(table))
     forged = [account.Posted(
         originator_id=account.id, originator_version=account.version + 1,
-        timestamp=account.modified_on, round_id=r, held_delta=0, available_delta=amount,
+        timestamp=account.modified_on, round_id=r, held_delta=h, available_delta=a,
         memo="StakeSettled", actor="dealer", request_id="forged")
-        for account, amount in ((player, 5000), (house, -5000))]
+        for account, h, a in ((player, held, available), (house, 0, -held - available))]
     append_around_the_ledger(app, *forged)
     findings = ledgers().check_round(r)
     assert findings == [
-        "the postings naming this round on P1's account move 4990 available and 10 held; "
+        f"the postings naming this round on P1's account move {moved}; "
         "the round's events move -10 and 10: chips were posted around the round (R-M4)"]
 
 
