@@ -975,6 +975,27 @@ def test_chips_posted_around_a_round_are_a_finding_of_its_check(
         "the round's events move -10 and 10: chips were posted around the round (R-M4)"]
 
 
+def test_an_overdraft_posted_around_the_ledger_is_refused_where_the_account_is_read(
+        ledgers: Callable[..., GameLedger], env: dict[str, str]) -> None:
+    # R-M3 on the read side: the write side refuses an overdraft, so only an event written
+    # around the ledger makes one, and each reader must refuse to make a balance of it.
+    app = ledgers()
+    table, r = open_round(app)
+    player: Any = app.repository.get(ids.account_id("P1"))
+    house: Any = app.repository.get(ids.house_id(table))
+    append_around_the_ledger(app, *[account.Posted(
+        originator_id=account.id, originator_version=account.version + 1,
+        timestamp=account.modified_on, round_id=r, held_delta=0, available_delta=amount,
+        memo="StakeSettled", actor="dealer", request_id="forged")
+        for account, amount in ((player, -2000), (house, 2000))])
+    with pytest.raises(InvariantBroken, match="account P1 has a negative balance "
+                                              r"\(available -1010, held 10\)"):
+        ledgers().balance("P1")
+    with Engine(env, names=["balances"]) as engine, \
+            pytest.raises(InvariantBroken, match=r"account P1 .* would have available -1010"):
+        engine.catch_up(1000)
+
+
 def test_a_round_check_finds_chips_posted_around_it_behind_later_rounds(
         ledgers: Callable[..., GameLedger]) -> None:
     # The check has the server pick out the postings whose stored state holds the round's id,
