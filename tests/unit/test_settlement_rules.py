@@ -321,6 +321,36 @@ def test_insurance_is_lost_when_the_dealer_has_no_natural() -> None:
 
 # == the dealer's draw (R-G8, R-X2) ===============================================================
 
+@pytest.mark.parametrize(("third", "prize", "rate"), [
+    ("7S", "777_suited", CASINO.prize_777_suited),  # a winning 777 of one suit
+    ("7H", "777_mixed", CASINO.prize_777_mixed),  # the first two of one suit, not the third
+    ("8S", "678_suited", CASINO.prize_678_suited),
+    ("8H", None, (1, 1)),  # 6 7 8 of mixed suits: no prize, 21 wins even money
+])
+def test_a_three_card_prize_needs_all_three_cards_of_one_suit(
+        third: str, prize: str | None, rate: tuple[int, int]) -> None:
+    # R-C7, R-X7: P1 holds 7S 7S, or 6S 7S, and draws the third; the dealer makes 19, as P2.
+    first = "6S" if third[0] == "8" else "7S"
+    r = casino(f"{first} TS TD 7S 9H {third} 9D").hit("P1", 1).stand("P2", 2).finish()
+    s = settled_stake(r, "P1", 1)
+    assert (s.prize or None, s.rate, s.won) == (prize, list(rate), 10 * rate[0] // rate[1])
+    check_money(r, {"P1": 10 * rate[0] // rate[1], "P2": 0})  # P2 pushes on 19
+
+
+@pytest.mark.parametrize(("hits_soft_17", "cards", "dealer"), [
+    (True, "TS 9H AD 8S TC 6D TH 5C", ["AD", "6D", "TH"]),  # soft 17: one more card
+    (True, "TS 9H TD 8S TC 7D 5C", ["TD", "7D"]),  # hard 17: stands
+    (False, "TS 9H AD 8S TC 6D TH 5C", ["AD", "6D"]),  # the presets: soft 17 stands
+])
+def test_a_dealer_who_hits_soft_17_draws_to_a_soft_17_and_stands_on_a_hard_one(
+        hits_soft_17: bool, cards: str, dealer: list[str]) -> None:
+    # No preset hits soft 17, so the setting was never played (R-G8, a manager's override).
+    rules = replace(CASINO, dealer_hits_soft_17=hits_soft_17)
+    r = casino(cards, rules).stand("P1", 1).stand("P2", 2).finish()
+    assert r.dealer_cards() == dealer
+    check_money(r, {"P1": 10, "P2": 10})
+
+
 def test_the_dealer_takes_no_card_when_every_hand_has_busted() -> None:
     r = casino("TS 9H 7D 6S 5C 8D 9D 4C").hit("P1", 1).hit("P2", 2).finish()
     assert r.dealer_cards() == ["7D"]
