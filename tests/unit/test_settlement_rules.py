@@ -216,6 +216,16 @@ def test_original_only_still_lets_a_natural_push_against_a_dealer_natural() -> N
 
 # == co-bettors follow the owner (R-C4, R-X9) ======================================================
 
+def test_a_double_doubles_the_hands_stake_not_the_players_stakes_on_other_boxes() -> None:
+    # P1 plays box 1 for 10 and box 2 for 30, and doubles box 1: 10 more, not 40.
+    r = (Scripted(CASINO, "6S TS 7D 5C 9H TD TC").bet("P1", 1, 10).bet("P1", 2, 30).deal()
+         .double("P1", 1).stand("P1", 2).finish())
+    (doubled,) = [x for x in r.facts if isinstance(x, f.HandDoubled)]
+    assert (doubled.box, doubled.amount) == (1, 10)
+    assert (settled_stake(r, "P1", 1).held, settled_stake(r, "P1", 2).held) == (20, 30)
+    check_money(r, {"P1": 50})
+
+
 def test_co_bettors_who_match_a_double_double_and_one_who_declines_keeps_his_stake() -> None:
     # Box 1: P1 owns 5,6 with P2 (matches) and P3 (declines); doubled with a 9 to 20.
     r = (Scripted(CASINO, "5S 9H 7D 6S 9C 9D TD").bet("P1", 1).bet("P2", 1).bet("P3", 1)
