@@ -233,3 +233,31 @@ def test_the_round_times_are_what_the_ledger_recorded(week: Week, reads: ReadMod
     assert started.astimezone(NEW_YORK).strftime("%H:%M") == "05:59"
     ended = datetime.fromisoformat(rows[week.overnight]["ended_at"])
     assert ended.astimezone(NEW_YORK).strftime("%d %H:%M") == "05 06:01"
+
+
+def test_a_voided_round_is_no_round_open_at_the_days_end_and_a_withdrawal_no_payout(
+        env: Env) -> None:
+    # Only days without a void were asserted: a void left its round counted open, and a stake
+    # withdrawn counted as paid out, without a test noticing.
+    clock = Clock(local(3, 9))
+    casino = Casino.on(env, seed=3, clock=clock)
+    casino.fund("P1", "P2")
+    table = casino.table("T1", CASINO)
+    voided = casino.do("start_round", table)
+    casino.do("place_stake", voided, "P1", 1, 100)
+    casino.do("withdraw_stake", voided, "P1", 1)
+    casino.do("place_stake", voided, "P1", 1, 50)
+    casino.do("place_stake", voided, "P2", 2, 100)
+    casino.ledger.void(casino.rid(), "manager", voided, "a misdeal")
+    clock.set(local(3, 10))
+    casino.simple_round(table)  # 100 each
+    with engine(env) as e:
+        e.catch_up(100)
+    with ReadModels(env) as reads:
+        (day,) = reads.table_day_report(table, date(2025, 3, 3), date(2025, 3, 3))
+    assert (day["rounds_played"], day["rounds_settled"], day["rounds_voided"]) == (2, 1, 1)
+    assert (day["open_rounds_at_day_end"], day["held_at_day_end"]) == (0, 0)
+    assert day["staked"] == 150 + 200
+    assert day["house_win"] == casino.ledger.house(table)["available"]
+    assert day["paid_out"] + day["house_win"] == day["staked"]
+    casino.close()
