@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
+import pytest
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import register_topic
 
@@ -23,6 +24,7 @@ from ledger.aggregates.round import Round, fact_event_class
 from ledger.application import GameLedger
 from ledger.engine import facts as f
 from ledger.engine.machine import REASONS_BEFORE
+from ledger.errors import InvariantBroken
 from tests.corpus.make_corpus import record_session
 
 CORPUS = Path(__file__).parent.parent / "corpus" / "ledger_events_v1.json"
@@ -198,6 +200,29 @@ def test_a_field_no_event_class_declares_is_a_finding_of_the_round_check(make_le
     assert app.check_round(round_id) == [
         f"v{settled['originator_version']}: recorded with bonus_paid, which this version of "
         "pitboss does not read: written by a later version, or around the ledger (R-V2)"]
+
+
+def unbalanced_corpus() -> tuple[dict[str, Any], UUID]:
+    """The corpus with one settlement keeping a chip more than its bettor lost: the house
+    gains it from nobody."""
+    corpus = json.loads(CORPUS.read_text())
+    settled = next(e for e in corpus["events"] if e["topic"] == "pitboss:Round.StakeSettled"
+                   and json.loads(base64.b64decode(e["state"]))["lost"] > 0)
+    state = json.loads(base64.b64decode(settled["state"]))
+    state["lost"] += 1
+    settled["state"] = base64.b64encode(json.dumps(state).encode()).decode()
+    return corpus, UUID(settled["originator_id"])
+
+
+def test_a_settlement_that_moves_chips_from_nowhere_is_a_finding(make_ledger) -> None:
+    # Balanced chips are checked where money is read as where it is written (R-M4).
+    corpus, round_id = unbalanced_corpus()
+    app, _ = load_corpus(make_ledger, corpus)
+    assert app.check_round(round_id) == [
+        "StakeSettled does not move chips to zero (R-M4): the record does not replay, so it "
+        "cannot be checked; the hash chain (GET /audit/chain) shows whether it was altered"]
+    with pytest.raises(InvariantBroken, match="does not balance what was held"):
+        app.round_state(round_id)
 
 
 def test_rules_altered_in_the_record_are_reported_as_such(make_ledger) -> None:
