@@ -81,7 +81,8 @@ def shoe(shoe_id: UUID) -> dict[str, Any]:
 @blp.response(200, FindingsSchema)
 def verify_shoe(shoe_id: UUID) -> dict[str, Any]:
     """For a retired shoe: the reveal matches the commitment and every card dealt was the next
-    card of the order (R-H2, R-H3). A live shoe answers with one finding saying so."""
+    card of the order (R-H2, R-H3). A live shoe is refused (422, ShoeLive): nothing is checked
+    until its order is revealed."""
     findings = ledger().verify_shoe(shoe_id)
     return {"ok": not findings, "findings": findings}
 

@@ -86,6 +86,7 @@ from ledger.errors import (
     RequestIdReused,
     RoundInPlay,
     RuleSetInvalid,
+    ShoeLive,
     StaleVersion,
     TableClosed,
     TableExists,
@@ -862,7 +863,8 @@ class GameLedger(Application[UUID]):
 
     def verify_shoe(self, shoe_id: UUID) -> list[str]:
         """For a retired shoe: the reveal matches the commitment, and every card dealt from
-        the shoe was the next card of the revealed order (R-H2, R-H3). Findings, if any."""
+        the shoe was the next card of the revealed order (R-H2, R-H3). Findings, if any; a
+        live shoe is refused (:class:`ShoeLive`)."""
         shoe_id = _uuid(shoe_id, "shoe")
         with _replayed(f"shoe {shoe_id}") as findings:  # NotFound goes through
             findings += self._shoe_findings(shoe_id)
@@ -871,8 +873,10 @@ class GameLedger(Application[UUID]):
     def _shoe_findings(self, shoe_id: UUID) -> list[str]:
         with self._reading(ShoeRecord, shoe_id, "shoe") as record:
             public, decks, wild_cards = record.public(), record.decks, record.wild_cards
-        if not public["retired"]:
-            return ["the shoe is still live: its order is not revealed yet"]
+        if not public["retired"]:  # not a finding: nothing was checked
+            raise ShoeLive(f"Shoe {shoe_id} is still live: its order is revealed, and the shoe "
+                           "can be verified, once it retires (its table closes, or a new shoe "
+                           "replaces it).", "R-H2")
         findings = [] if public["verified"] else ["the reveal does not match the commitment"]
         order = public["order"]
         findings += composition_findings(order, decks, wild_cards, public["size"])

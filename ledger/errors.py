@@ -126,6 +126,10 @@ class TableOpen(LedgerError):
     """The table is open: there is nothing to reopen."""
 
 
+class ShoeLive(LedgerError):
+    """The shoe is live: its order is not revealed, so it cannot be verified yet (R-H2)."""
+
+
 class ShoeExhausted(LedgerError):
     """The shoe has no card left to deal (R-H4)."""
 

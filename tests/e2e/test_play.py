@@ -320,7 +320,10 @@ def test_closing_a_table_retires_and_reveals_its_shoe(make_app):
     live = http.ok(http.get(f"/audit/shoes/{shoe_id}"))
     assert live["retired"] is False
     assert not {"order", "salt", "verified"} & set(live)
-    assert http.ok(http.get(f"/audit/shoes/{shoe_id}/verification"))["ok"] is False
+    # Refused, not "ok": false, which an alarm takes for a failed check.
+    live_check = problem_of(http.get(f"/audit/shoes/{shoe_id}/verification"), 422)
+    assert (live_check["error"], live_check["rule"]) == ("ShoeLive", "R-H2")
+    assert live_check["detail"].startswith(f"Shoe {shoe_id} is still live: its order is ")
     desk.do("stakes", bettor="P1", box=1, amount=10)
     desk.do("stakes", bettor="P2", box=2, amount=10)
     desk.do("deal")

@@ -23,3 +23,20 @@ def test_env_example_lists_every_variable_of_the_readme() -> None:
     documented = _readme_variables()
     assert len(documented) > 20
     assert documented - listed == set()
+
+
+def _refusals(cls: type) -> set[type]:
+    return {cls, *(sub for child in cls.__subclasses__() for sub in _refusals(child))}
+
+
+def test_the_readme_names_every_type_a_422_refusal_may_carry() -> None:
+    # A refusal added without its name in the Errors table left a client's author guessing.
+    from ledger.errors import LedgerError
+    from projections.queries import QueryTooBroad  # (a subclass: imported to be listed)
+
+    refused = {cls.__name__ for cls in _refusals(LedgerError) - {LedgerError}
+               if cls.kind == "refused"}
+    assert "QueryTooBroad" in refused, QueryTooBroad
+    readme = (ROOT / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| 422 | the ledger"))
+    assert refused - set(re.findall(r"`([A-Z][A-Za-z]+)`", row)) == set()
