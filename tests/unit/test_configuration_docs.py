@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,8 +26,9 @@ def test_env_example_lists_every_variable_of_the_readme() -> None:
     assert documented - listed == set()
 
 
-def _refusals(cls: type) -> set[type]:
-    return {cls, *(sub for child in cls.__subclasses__() for sub in _refusals(child))}
+def _refusals(cls: type[Any]) -> set[type[Any]]:
+    children: list[type[Any]] = cls.__subclasses__()
+    return {cls, *(sub for child in children for sub in _refusals(child))}
 
 
 def test_the_readme_names_every_type_a_422_refusal_may_carry() -> None:
