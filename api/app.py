@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from flask import Flask, Response, g
+from flask import Flask, Response, g, request
 from flask_smorest import Api
 from flask_smorest.utils import prepare_response
 
@@ -35,7 +35,7 @@ from api.auth import KeyRing, keyring_from
 from api.database import DatabaseSettings, resolve_database
 from api.problems import PROBLEM_JSON, ProblemSchema, register_problem_handlers
 from api.secrets_files import default_keys_file, load_shoe_key
-from api.services import Services, create_tables_wanted
+from api.services import Services, create_tables_wanted, ledger
 
 logger = logging.getLogger("pitboss.api")
 
@@ -119,6 +119,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     # After Api(): it registers its own JSON error handler, which this one replaces.
     register_problem_handlers(app)
     _time_requests(app)
+    _mark_repeats(app)
     return app
 
 
@@ -136,6 +137,18 @@ def _time_requests(app: Flask) -> None:
         if started is not None:
             spent_ms = (time.perf_counter() - started) * 1e3
             response.headers["Server-Timing"] = f"app;dur={spent_ms:.2f}"
+        return response
+
+
+def _mark_repeats(app: Flask) -> None:
+    """``Idempotent-Replayed: true`` on a change answered from its first time's receipt (an
+    Idempotency-Key sent again): the answer is the first one, and nothing changed now."""
+
+    @app.after_request
+    def mark(response: Response) -> Response:
+        if request.method == "POST" and 200 <= response.status_code < 300 \
+                and request.headers.get("Idempotency-Key") and ledger().repeated():
+            response.headers["Idempotent-Replayed"] = "true"
         return response
 
 

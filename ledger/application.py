@@ -951,6 +951,11 @@ class GameLedger(Application[UUID]):
 
     # --------------------------------------------------------------- internals
 
+    def repeated(self) -> bool:
+        """Whether the last request this thread carried out was a repeat, answered from the
+        receipt its first time left: it changed nothing."""
+        return bool(getattr(self._local, "repeated", False))
+
     def _run(self, request_id: str, actor: str, command: str, payload: dict[str, Any],
              body: Callable[[], tuple[Result, list[Aggregate]]], *, guard: UUID | None = None,
              seen: int | None = None, retries: int = 0) -> Result:
@@ -961,6 +966,7 @@ class GameLedger(Application[UUID]):
         _check_name("actor", actor)
         fingerprint = _fingerprint(command, actor, payload)
         receipt_id = ids.receipt_id(request_id)
+        self._local.repeated = False
         # The receipt is looked for only when something fails: a repeat that would succeed
         # again fails on the receipt's primary key, one that would now be refused is
         # recognised before its refusal is reported.
@@ -984,6 +990,7 @@ class GameLedger(Application[UUID]):
                     # retry, sent to another process) that moved it has left its receipt.
                     answered = self._answer(receipt_id, request_id, fingerprint, actor)
                     if answered is not None:
+                        self._local.repeated = True
                         return answered
                     if overtaken is not None:
                         raise overtaken from None
@@ -997,6 +1004,7 @@ class GameLedger(Application[UUID]):
                     overtaken = self._overtaken(guard, loaded, seen)
                     answered = self._answer(receipt_id, request_id, fingerprint, actor)
                     if answered is not None:  # looked for after the guard, as above
+                        self._local.repeated = True
                         return answered
                     if overtaken is not None:
                         raise overtaken from None

@@ -14,6 +14,9 @@ def test_every_retry_returns_the_first_result(make_app):
     again = http.post("/tables", body, key="open-1")
     assert (first.status_code, again.status_code) == (201, 201)
     assert first.get_json() == again.get_json()
+    # A repeat says so: a cashier re-sending yesterday's key took its answer for a sale.
+    assert "Idempotent-Replayed" not in first.headers
+    assert again.headers["Idempotent-Replayed"] == "true"
     table = first.get_json()["id"]
     for player in ("P1", "P2"):
         for _ in range(2):
@@ -22,6 +25,12 @@ def test_every_retry_returns_the_first_result(make_app):
             http.ok(http.post(f"/accounts/{player}/buy-in", {"amount": 1000}, role="cashier",
                               key=f"buy-{player}"))
     assert http.ok(http.get("/accounts/P1", role="cashier"))["available"] == 1000
+    sale = http.post("/accounts/P1/buy-in", {"amount": 5}, role="cashier", key="buy-more")
+    resent = http.post("/accounts/P1/buy-in", {"amount": 5}, role="cashier", key="buy-more")
+    assert "Idempotent-Replayed" not in sale.headers
+    assert resent.headers["Idempotent-Replayed"] == "true"
+    assert "Idempotent-Replayed" not in http.get("/accounts/P1", role="cashier").headers
+    http.ok(http.post("/accounts/P1/cash-out", {"amount": 5}, role="cashier"))
 
     started = [http.ok(http.post(f"/tables/{table}/rounds", key="round-1"), 201)
                for _ in range(2)]
