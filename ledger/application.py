@@ -352,8 +352,8 @@ class GameLedger(Application[UUID]):
 
         def body() -> tuple[Result, list[Aggregate]]:
             if self._exists(account_id):
-                raise AccountExists(f"Player {player} already has an account.", "R-M3",
-                                    field="player")
+                raise AccountExists(f"Player {player} already has an account.",
+                                    field="player")  # a name taken: no rule, as a table's
             account = Account._create(Account.Created, id=account_id, timestamp=self._clock(),
                                       owner=player, kind=PLAYER, currency=currency,
                                       actor=actor, request_id=request_id)
