@@ -279,6 +279,10 @@ def test_a_rulings_amounts_are_minor_units_too(desk, adjustments, rule):
                                          role="manager"), 422)
     assert any(name.startswith("adjustments") for name in response["errors"]), response
     assert response["rule"] == rule
+    if not adjustments:  # it said "Name 1 to 100 players.", not why a ruling needs one
+        assert response["errors"]["adjustments"] == [
+            "A ruling moves chips (R-V2): name 1 to 100 players with what it moves for each. "
+            "A dispute settled as recorded needs no ruling."]
 
 
 def test_a_command_that_takes_no_body_refuses_a_field_in_one(desk):
