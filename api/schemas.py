@@ -338,7 +338,7 @@ def _not_zero(value: int) -> int:
 def _entries(value: dict[str, int]) -> dict[str, int]:
     # Not validate.Length: the API document would say minLength of an object, which is void.
     if not 1 <= len(value) <= RULING_ENTRIES_MAX:
-        raise ValidationError(f"A ruling moves chips (R-V2): name 1 to {RULING_ENTRIES_MAX} "
+        raise ValidationError(f"A ruling moves chips: name 1 to {RULING_ENTRIES_MAX} "
                               "players with what it moves for each. A dispute settled as "
                               "recorded needs no ruling.")
     return value

@@ -281,7 +281,7 @@ def test_a_rulings_amounts_are_minor_units_too(desk, adjustments, rule):
     assert response["rule"] == rule
     if not adjustments:  # it said "Name 1 to 100 players.", not why a ruling needs one
         assert response["errors"]["adjustments"] == [
-            "A ruling moves chips (R-V2): name 1 to 100 players with what it moves for each. "
+            "A ruling moves chips: name 1 to 100 players with what it moves for each. "
             "A dispute settled as recorded needs no ruling."]
 
 
