@@ -4,6 +4,7 @@ rounds), taken every so many events (``GameLedger.snapshotting_intervals``)."""
 from __future__ import annotations
 
 from eventsourcing.domain import Snapshot
+from eventsourcing.utils import register_topic
 
 
 class LedgerSnapshot(Snapshot):
@@ -12,3 +13,9 @@ class LedgerSnapshot(Snapshot):
     and which still reads while the library keeps the class there)."""
 
     TOPIC = "pitboss:Snapshot"
+
+
+# Registered now: the library registers an event class's TOPIC as it defines an aggregate's
+# events, which this class is not one of. Unregistered, a process that had not yet written a
+# snapshot could not read one (and passed over every snapshot as one that does not verify).
+register_topic(LedgerSnapshot.TOPIC, LedgerSnapshot)
