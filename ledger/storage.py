@@ -41,7 +41,7 @@ import struct
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, ClassVar, ParamSpec, TypeVar, cast
@@ -930,17 +930,29 @@ def newest_without(recorder: LedgerRecorder, topic: str, ending: str,
     return None if row is None else UUID(str(row["originator_id"]))
 
 
-def events_mentioning(recorder: LedgerRecorder, originator_ids: Sequence[UUID], topic: str,
-                      needles: Sequence[bytes]) -> list[StoredEvent]:
-    """The events of ``topic`` of each of ``originator_ids`` whose stored state holds one of
-    ``needles`` (bytes, as stored), by originator and version, in one query: the server reads
-    each originator's history, and only those events come back to be decoded."""
+def events_that_may_name(recorder: LedgerRecorder, originator_ids: Sequence[UUID], topic: str,
+                         others: Sequence[str], key: bytes, value: bytes) -> list[StoredEvent]:
+    """The events of ``originator_ids`` that may hold ``value`` in a field, by originator and
+    version, in one query. ``key`` is the field's JSON as the ledger writes it up to its value,
+    which follows as 32 lowercase hex digits and a ``"``. The server reads each originator's
+    history and leaves out only what provably names something else: events of the ``others``
+    topics, and events of ``topic`` written as the ledger writes them (no escape, the field's
+    name once) whose field holds another value. Any other spelling comes back, to be decoded
+    and decided on."""
+    name = key[:key.index(b'"', 1) + 1]  # the field's name, quoted
     return [_stored(r) for r in _fetched(
-        recorder, "SELECT originator_id, originator_version, topic, state FROM {table} WHERE "
-                  "originator_id = ANY(%s) AND topic = %s AND EXISTS (SELECT 1 FROM "
-                  "unnest(%s::bytea[]) AS n(needle) WHERE position(n.needle IN state) > 0) "
+        recorder, "SELECT originator_id, originator_version, topic, state FROM (SELECT *, "
+                  "position(%(key)s IN state) AS at FROM {table} WHERE originator_id = "
+                  "ANY(%(ids)s) AND NOT topic = ANY(%(others)s)) AS e WHERE NOT ("
+                  "topic = %(topic)s AND at > 0 AND position('\\x5c'::bytea IN state) = 0 "
+                  "AND position(%(name)s IN state) = at "
+                  "AND position(%(name)s IN substring(state FROM at + 1)) = 0 "
+                  "AND encode(substring(state FROM at + %(skip)s FOR 33), 'escape') "
+                  "~ '^[0-9a-f]{{32}}\"$' "
+                  "AND substring(state FROM at + %(skip)s FOR 32) <> %(value)s) "
                   "ORDER BY originator_id, originator_version",
-        (list(originator_ids), topic, list(needles)))]
+        {"ids": list(originator_ids), "topic": topic, "others": list(others), "key": key,
+         "name": name, "skip": len(key), "value": value})]
 
 
 def first_events(recorder: LedgerRecorder, originator_ids: Sequence[UUID]) -> list[StoredEvent]:
@@ -972,8 +984,8 @@ def _one_row(recorder: LedgerRecorder, statement: str, params: tuple[Any, ...]
 
 
 @_retried
-def _fetched(recorder: LedgerRecorder, statement: str, params: Sequence[Any]
-             ) -> list[dict[str, Any]]:
+def _fetched(recorder: LedgerRecorder, statement: str,
+             params: Sequence[Any] | Mapping[str, Any]) -> list[dict[str, Any]]:
     """The rows ``statement`` finds, ``{table}`` being the event table, in a transaction of
     its own, tried again on a connection that broke (as the library's reads are): the chain's
     reads answered 503 for several requests after the database restarted."""

@@ -16,6 +16,7 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 from eventsourcing.persistence import StoredEvent
+from eventsourcing.utils import get_topic
 
 from api.database import DatabaseSettings
 from ledger import storage
@@ -972,6 +973,50 @@ def test_chips_posted_around_a_round_are_a_finding_of_its_check(
     findings = ledgers().check_round(r)
     assert findings == [
         f"the postings naming this round on P1's account move {moved}; "
+        "the round's events move -10 and 10: chips were posted around the round (R-M4)"]
+
+
+def _respelt(state: bytes, round_id: UUID, other: UUID, spelling: str) -> bytes:
+    """A posting's stored state naming ``round_id`` as the ledger would not write it."""
+    written = round_id.hex.encode()
+    if spelling == "upper case":
+        return state.replace(written, written.upper())
+    if spelling == "hyphens":
+        return state.replace(written, str(round_id).encode())
+    if spelling == "an escape":
+        return state.replace(written, b"\\u00%x" % written[0] + written[1:])
+    # The field twice, another round's first: JSON keeps the last.
+    assert spelling == "the field twice"
+    first = state.replace(written, other.hex.encode())
+    return first[:-1] + b',"round_id" :{"_type_":"uuid_hex","_data_":"' + written + b'"}}'
+
+
+@pytest.mark.parametrize("spelling", ["upper case", "hyphens", "an escape", "the field twice",
+                                      "another topic"])
+def test_a_round_check_finds_chips_posted_around_it_however_the_round_is_spelt(
+        ledgers: Callable[..., GameLedger], spelling: str) -> None:
+    # The check has the server leave out the postings that name other rounds; one naming
+    # this round in a spelling the ledger does not write (but decodes) passed as clean.
+    app = ledgers()
+    table, r = open_round(app)
+    player: Any = app.repository.get(ids.account_id("P1"))
+    house: Any = app.repository.get(ids.house_id(table))
+    forged = [app.mapper.to_stored_event(account.Posted(
+        originator_id=account.id, originator_version=account.version + 1,
+        timestamp=account.modified_on, round_id=r, held_delta=0, available_delta=amount,
+        memo="StakeSettled", actor="dealer", request_id="forged"))
+        for account, amount in ((player, 5000), (house, -5000))]
+    if spelling == "another topic":  # the class's module path resolves to it too
+        forged[0] = dataclasses.replace(forged[0], topic=get_topic(Account.Posted).replace(
+            "pitboss:", "ledger.aggregates.account:"))
+    else:
+        forged[0] = dataclasses.replace(
+            forged[0], state=_respelt(forged[0].state, r, uuid4(), spelling))
+    append_around_the_ledger(app, *forged)
+    fresh = ledgers()
+    assert fresh.balance("P1")["available"] == 5990  # the posting reads, naming this round
+    assert fresh.check_round(r) == [
+        "the postings naming this round on P1's account move 4990 available and 10 held; "
         "the round's events move -10 and 10: chips were posted around the round (R-M4)"]
 
 
