@@ -106,6 +106,7 @@ def _operator_can_mend(exc: BaseException) -> bool:
 # database, no ledger there, a defect), it exits with this, so that an alarm on it tells one
 # from the other.
 CHAIN_NOT_WALKED_EXIT = 3
+CHAIN_PART_ROWS = 10_000  # rows `pitboss chain` walks before it reports what it found
 
 
 class _ChainNotWalked(click.ClickException):
@@ -676,18 +677,15 @@ def chain(expected_head: str | None, expected_at: int | None, start: int) -> Non
         last_id, _ = chain_head(recorder)
         kept_head, kept_at = expected_head, expected_at
         rows = altered = 0
-        walked = [start]  # the last notification id checked
-
-        def on_row(notification_id: int) -> None:
-            walked[0] = notification_id
-            reached(notification_id)
-
         with _progress(last_id, "walking the chain") as reached:
             after: int | None = start
             try:
-                while after is not None:  # in parts: each lists at most CHAIN_FINDINGS_MAX
-                    report = verify_chain(recorder, after=after, expected_head=expected_head,
-                                          expected_at=expected_at, on_row=on_row)
+                # In parts, each reported as it ends: what a walk stopped midway found is
+                # printed, and it goes on from the end of the last part reported.
+                while after is not None:
+                    report = verify_chain(recorder, after=after, limit=CHAIN_PART_ROWS,
+                                          expected_head=expected_head, expected_at=expected_at,
+                                          on_row=reached)
                     rows += report.rows
                     altered += len(report.findings)
                     for finding in report.findings:
@@ -700,10 +698,10 @@ def chain(expected_head: str | None, expected_at: int | None, start: int) -> Non
             except KeyboardInterrupt:
                 still = "" if expected_head is None else " and the same --expected-head" + (
                     "" if expected_at is None else " and --expected-at")
-                click.echo(f"stopped after notification {walked[0]:,}: go on with pitboss chain "
-                           f"--after {walked[0]}{still}", err=True)
+                click.echo(f"stopped: checked up to notification {after:,}; go on with pitboss "
+                           f"chain --after {after}{still}", err=True)
                 if altered:
-                    raise SystemExit(1) from None
+                    raise SystemExit(1) from None  # what was found stands
                 raise
             reached(last_id)
     click.echo(f"{rows:,} events checked, up to notification {report.head_notification_id}"
