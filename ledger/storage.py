@@ -863,11 +863,14 @@ def unguarded(recorder: LedgerRecorder) -> list[str]:
         elif row["prosrc"] != _REFUSE_BODY:
             out.append(f"the function {'.'.join(refuse)}() that the trigger {name} runs was "
                        f"rewritten: {refuses} on stored events may not be refused")
+    # Whoever may insert, by a grant on the table or its columns, to a group it belongs to or to
+    # PUBLIC, or as a member of pg_write_all_data: not the owner, nor a superuser (who may do
+    # anything), nor the built-in roles themselves.
     inserting = _fetched(
-        recorder, "SELECT DISTINCT coalesce(r.rolname, 'PUBLIC') AS role FROM pg_class c "
-                  "CROSS JOIN aclexplode(c.relacl) AS a LEFT JOIN pg_roles r ON r.oid = "
-                  "a.grantee WHERE c.oid = (quote_ident(%s) || '.' || quote_ident(%s))::regclass"
-                  " AND a.privilege_type = 'INSERT' AND a.grantee <> c.relowner ORDER BY 1",
+        recorder, "SELECT r.rolname AS role FROM pg_roles r, pg_class c WHERE c.oid = "
+                  "(quote_ident(%s) || '.' || quote_ident(%s))::regclass AND r.oid <> "
+                  "c.relowner AND NOT r.rolsuper AND r.rolname !~ '^pg_' AND "
+                  "has_any_column_privilege(r.oid, c.oid, 'INSERT') ORDER BY 1",
         (schema, table))
     out += [f"the role {row['role']} may INSERT into the event table directly, around the "
             "insert function and its append lock (deploy/postgres-roles.sql takes it back)"

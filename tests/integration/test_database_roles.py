@@ -96,6 +96,18 @@ def test_the_file_run_again_takes_back_what_an_earlier_version_granted_beyond_it
         for statement in grants(env["POSTGRES_SCHEMA"], names):
             conn.execute(statement)
     assert verify_chain(recorder).warnings == []
+    # A grant on the columns, and the built-in role that may write every table, insert too.
+    auditor, writer = names["pitboss_auditor"], f"pb_writer_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        conn.execute(f"GRANT INSERT (topic, state) ON {events} TO {auditor}")
+        conn.execute(f"CREATE ROLE {writer} IN ROLE pg_write_all_data")
+        try:
+            assert verify_chain(recorder).warnings == [
+                f"the role {role} may INSERT into the event table directly, around the insert "
+                "function and its append lock (deploy/postgres-roles.sql takes it back)"
+                for role in sorted([auditor, writer])]
+        finally:
+            conn.execute(f"DROP ROLE {writer}")
     ledger.close()
     with as_role(database, service) as conn:
         for statement in (f"INSERT INTO {events} (originator_id, originator_version, topic, "
