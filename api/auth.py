@@ -98,9 +98,12 @@ def _read_text(path: Path) -> str:
         raise KeyConfigError(f"{path} cannot be read as UTF-8 text: {exc}") from None
 
 
-def read_keys(path: Path) -> list[ApiKey]:
-    """The keys of a key file; none when it does not exist."""
-    return parse_keys(_read_text(path), source=str(path)) if path.exists() else []
+def read_keys(path: Path, *, most: int | None = KEYS_MAX) -> list[ApiKey]:
+    """The keys of a key file; none when it does not exist. ``most``: see _parse_records."""
+    if not path.exists():
+        return []
+    source = str(path)
+    return _keys_from(_parse_records(_read_text(path), source=source, most=most), source)
 
 
 def parse_keys(text: str, *, source: str) -> list[ApiKey]:

@@ -28,7 +28,15 @@ from eventsourcing.persistence import ProgrammingError as PersistenceProgramming
 from eventsourcing.utils import strtobool
 
 from api.app import ledger_env
-from api.auth import ROLES, KeyConfigError, append_key, keyring_from, read_keys, remove_keys
+from api.auth import (
+    KEYS_MAX,
+    ROLES,
+    KeyConfigError,
+    append_key,
+    keyring_from,
+    read_keys,
+    remove_keys,
+)
 from api.client import ApiError, Client
 from api.database import (
     DEFAULT_DATA_DIR,
@@ -458,7 +466,11 @@ def keys_list(keys_file: Path | None) -> None:
     path = keys_file or default_keys_file(os.environ)
     if not path.exists():  # run from elsewhere than the service, say: not an empty list
         click.echo(f"no key file at {path}", err=True)
-    for key in read_keys(path):
+    listed = read_keys(path, most=None)  # over the cap too: to choose what to revoke
+    if len(listed) > KEYS_MAX:
+        click.echo(f"{path} holds {len(listed)} keys, more than the {KEYS_MAX} the server "
+                   "reads: revoke some (pitboss keys revoke)", err=True)
+    for key in listed:
         click.echo(f"{key.name}\t{key.role}")
 
 
@@ -760,7 +772,7 @@ def demo(host: str, port: int, rounds: int) -> None:
                                              env=env, start_new_session=True))
             if empty and rounds and not stop.is_set():
                 run_simulation(url, [demo_keys["dealer"], demo_keys["cashier"]], tables=1,
-                               rounds=rounds, preset="casino", progress=True)
+                               rounds=rounds, preset="casino", progress=True, stop=stop)
             _announce(url, demo_keys)
             while not stop.is_set() and all(c.poll() is None for c in children):
                 stop.wait(0.5)

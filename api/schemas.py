@@ -61,13 +61,20 @@ class WholeNumber(fields.Integer):
         return result
 
 
+_DIGITS_MAX = 30  # more, and a number is past every range a query takes
+_PAST_ANY_RANGE = 10 ** _DIGITS_MAX
+
+
 class QueryWholeNumber(fields.Integer):
     """A whole number in a query string: digits only (an optional minus), no ``1.0``; one out
     of range is refused by the field's range, which names it (each use has one)."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
-        if not isinstance(value, str) or not re.fullmatch(r"-?[0-9]{1,64}", value):
+        if not isinstance(value, str) or not re.fullmatch(r"-?[0-9]+", value):
             raise self.make_error("invalid")
+        if len(value.lstrip("-0")) > _DIGITS_MAX:  # past any range: as its range says it
+            past: int = -_PAST_ANY_RANGE if value.startswith("-") else _PAST_ANY_RANGE
+            return past
         result: int = super()._deserialize(value, attr, data, **kwargs)
         return result
 
