@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -1445,16 +1446,29 @@ def _round_view(round_: Round) -> dict[str, Any]:
             **round_.machine.view()}
 
 
+_NOT_SHOWN = frozenset({"originator_id", "originator_version", "timestamp", "originator_topic",
+                        "sealed_order"})
+
+
+@functools.cache
+def _shown_fields(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in _NOT_SHOWN)
+
+
 def _describe(event: Any, hide: bool = False) -> dict[str, Any]:
     """An event as the queries show it; ``hide``: a face-down card, shown as a card dealt
     (a wild card's own event type would tell what it is)."""
-    data = {k: v for k, v in vars(event).items()
-            if k not in ("originator_id", "originator_version", "timestamp",
-                         "originator_topic", "sealed_order")}
-    kind = type(event).__name__
+    # Its fields as its class declares them, a default included where the event was stored
+    # before the field was added; then any it holds that its class does not declare.
+    kind: type = type(event)
+    stored, declared = vars(event), _shown_fields(kind)
+    data = {name: stored[name] if name in stored else getattr(event, name) for name in declared}
+    data.update((name, value) for name, value in stored.items()
+                if name not in data and name not in _NOT_SHOWN)
+    name = kind.__name__
     if hide:
-        data["card"], kind = HIDDEN, "CardDealt"
-    return {"version": event.originator_version, "type": kind,
+        data["card"], name = HIDDEN, "CardDealt"
+    return {"version": event.originator_version, "type": name,
             "timestamp": event.timestamp.isoformat(), "actor": data.pop("actor", None),
             "request_id": data.pop("request_id", None), "data": _jsonable(data)}
 

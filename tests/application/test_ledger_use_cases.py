@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import json
 import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -675,6 +676,25 @@ def test_a_table_is_snapshotted_as_committed_every_200_events(make_ledger: MakeL
     loaded: Table = app.repository.get(table)  # from the snapshot
     assert loaded.summary() == replayed.summary()
     assert loaded.version == 200
+
+
+def test_an_event_stored_before_a_field_was_added_shows_the_fields_default(
+        make_ledger: MakeLedger) -> None:
+    # A reopening recorded before it took a reason showed no reason at all, one recorded
+    # since without one an empty reason: two shapes for the same thing.
+    app = make_ledger()
+    table_id = app.open_table("o", "boss", "T1", CASINO)
+    app.close_table("c", "dealer", table_id, "a break")
+    table: Any = app.repository.get(table_id)
+    event = Table.Reopened(originator_id=table_id,  # type: ignore[call-arg]
+                           originator_version=table.version + 1, timestamp=table.modified_on,
+                           actor="dealer", request_id="then")
+    stored = app.mapper.to_stored_event(event)
+    state = json.loads(stored.state)
+    del state["reason"]  # as the version before the field stored it
+    app.recorder.insert_events([dataclasses.replace(stored, state=json.dumps(state).encode())])
+    (shown,) = [e for e in app.table_events(table_id)["items"] if e["type"] == "Reopened"]
+    assert shown["data"] == {"reason": ""}
 
 
 def test_rule_changes_naming_different_limits_keep_both(make_ledger: MakeLedger) -> None:
