@@ -407,6 +407,9 @@ def layer_alone(ledger: GameLedger, out: Callable[..., None], n: int = 2000) -> 
         def round_state(self, *_: Any) -> dict[str, Any]:
             return state
 
+        def repeated(self) -> bool:  # asked after each change (Idempotent-Replayed)
+            return False
+
     key = new_key()
     app = create_app({"DATABASE": parse_database_url("postgresql://nobody@127.0.0.1:1/none"),
                       "API_KEYS": [ApiKey(name="bench", role="dealer", key_hash=hash_key(key))],
