@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from api.replay_text import render, sentence
 from ledger.application import GameLedger
@@ -11,8 +12,8 @@ from ledger.sealing import ShoeSealer
 from tests.scripted import SteeredShuffle
 
 
-def played_round(shoe: str, decisions: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
-    """The replay frames of one settled casino round, P1 on box 1 and P2 on box 2."""
+def dealt_round(shoe: str) -> tuple[GameLedger, UUID]:
+    """A casino round dealt from ``shoe``, P1 on box 1 for 100 and P2 on box 2 for 50."""
     app = GameLedger(env={"PERSISTENCE_MODULE": "eventsourcing.popo"},
                      shoe_key=ShoeSealer.new_key(), randbelow=SteeredShuffle(shoe))
     table = app.open_table("t", "boss", "T1", CASINO)
@@ -23,6 +24,12 @@ def played_round(shoe: str, decisions: list[tuple[str, str, int]]) -> list[dict[
     app.place_stake("p1", "dealer", r, "P1", 1, 100)
     app.place_stake("p2", "dealer", r, "P2", 2, 50)
     app.deal("d", "dealer", r)
+    return app, r
+
+
+def played_round(shoe: str, decisions: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
+    """The replay frames of one settled casino round, P1 on box 1 and P2 on box 2."""
+    app, r = dealt_round(shoe)
     for n, (decision, player, box) in enumerate(decisions):
         getattr(app, decision)(f"x{n}", "dealer", r, player, box, 0)
     app.play_dealer("pd", "dealer", r)
@@ -88,17 +95,7 @@ def test_a_void_says_what_it_released_and_what_it_took_back() -> None:
 
 def test_a_voided_rounds_hands_still_in_play_show_as_voided() -> None:
     # They showed as live in the replay's last frame, beside "round voided".
-    app = GameLedger(env={"PERSISTENCE_MODULE": "eventsourcing.popo"},
-                     shoe_key=ShoeSealer.new_key(),
-                     randbelow=SteeredShuffle("6S TH 7D 5C 9H TD TC"))
-    table = app.open_table("t", "boss", "T1", CASINO)
-    for player in ("P1", "P2"):
-        app.open_account(f"a-{player}", "cashier", player)
-        app.buy_in(f"b-{player}", "cashier", player, 1_000)
-    r = app.start_round("s", "dealer", table)
-    app.place_stake("p1", "dealer", r, "P1", 1, 100)
-    app.place_stake("p2", "dealer", r, "P2", 2, 50)
-    app.deal("d", "dealer", r)
+    app, r = dealt_round("6S TH 7D 5C 9H TD TC")
     before = render(app.replay(r))
     app.void("v", "boss", r, "a misdeal")
     lines = render(app.replay(r))
