@@ -795,7 +795,8 @@ class GameLedger(Application[UUID]):
         value = round_id.hex.encode()
         at = written.find(value)
         if isinstance(recorder, LedgerRecorder) and self.mapper.cipher is None \
-                and self.mapper.compressor is None and written[at + 32:at + 33] == b'"':
+                and self.mapper.compressor is None and at > 0 \
+                and written[at + 32:at + 33] == b'"':
             stored = events_that_may_name(
                 recorder, account_ids, Account.Posted.TOPIC,
                 [Account.Created.TOPIC, Account.BoughtIn.TOPIC, Account.CashedOut.TOPIC],
