@@ -99,16 +99,14 @@ def _read_text(path: Path) -> str:
 
 
 def read_keys(path: Path, *, most: int | None = KEYS_MAX) -> list[ApiKey]:
-    """The keys of a key file; none when it does not exist. ``most``: see _parse_records."""
-    if not path.exists():
-        return []
-    source = str(path)
-    return _keys_from(_parse_records(_read_text(path), source=source, most=most), source)
+    """The keys of a key file; none when it does not exist."""
+    return parse_keys(_read_text(path), source=str(path), most=most) if path.exists() else []
 
 
-def parse_keys(text: str, *, source: str) -> list[ApiKey]:
-    """JSON lines, or one JSON list, of ``{name, role, key_hash}`` objects."""
-    return _keys_from(_parse_records(text, source=source), source)
+def parse_keys(text: str, *, source: str, most: int | None = KEYS_MAX) -> list[ApiKey]:
+    """JSON lines, or one JSON list, of ``{name, role, key_hash}`` objects, ``most`` of them
+    at most (None: any number, to list a file edited past the cap)."""
+    return _keys_from(_parse_records(text, source=source, most=most), source)
 
 
 def _keys_from(records: list[Any], source: str) -> list[ApiKey]:
