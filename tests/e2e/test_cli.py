@@ -625,6 +625,23 @@ def test_a_chain_walk_stopped_keeps_what_it_found_and_goes_on_from_where_it_says
     assert f"There is no event at notification {last + 1}" in past.output
 
 
+def test_reading_commands_say_so_when_the_database_holds_no_ledger(database, monkeypatch):
+    schema = f"nothing_{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", schema)
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")  # (positions created its read models here)
+    for argv, status in ((["chain"], CHAIN_NOT_WALKED_EXIT), (["replay", str(uuid.uuid4())], 1),
+                         (["positions"], 1)):
+        result = CliRunner().invoke(main, argv)
+        assert result.exit_code == status, result.output
+        assert "holds no ledger yet" in result.output
+        assert "Traceback" not in result.output
+    with psycopg.connect(database.conninfo()) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s",
+                            (schema,)).fetchone() == (0,)
+
+
 def test_reading_commands_make_no_embedded_database_where_there_is_none(tmp_path, monkeypatch):
     # Run outside the checkout, they made and started one in ./var/pgdata, then said it held
     # no ledger, leaving a PostgreSQL running there.
