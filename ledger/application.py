@@ -796,7 +796,7 @@ class GameLedger(Application[UUID]):
         at = written.find(value)
         if isinstance(recorder, LedgerRecorder) and self.mapper.cipher is None \
                 and self.mapper.compressor is None and at > 0 \
-                and written[at + 32:at + 33] == b'"':
+                and written[at + 32:at + 34] == b'"}':
             stored = events_that_may_name(
                 recorder, account_ids, Account.Posted.TOPIC,
                 [Account.Created.TOPIC, Account.BoughtIn.TOPIC, Account.CashedOut.TOPIC],

@@ -937,7 +937,8 @@ def events_that_may_name(recorder: LedgerRecorder, originator_ids: Sequence[UUID
                          others: Sequence[str], key: bytes, value: bytes) -> list[StoredEvent]:
     """The events of ``originator_ids`` that may hold ``value`` in a field, by originator and
     version, in one query. ``key`` is the field's JSON as the ledger writes it up to its value,
-    which follows as 32 lowercase hex digits and a ``"``. The server reads each originator's
+    which follows as 32 lowercase hex digits, ``"`` and the ``}`` that closes the value's
+    object (nothing else in it: no second ``_data_``). The server reads each originator's
     history and leaves out only what provably names something else: events of the ``others``
     topics, and events of ``topic`` written as the ledger writes them (no escape, the field's
     name once) whose field holds another value. Any other spelling comes back, to be decoded
@@ -950,8 +951,8 @@ def events_that_may_name(recorder: LedgerRecorder, originator_ids: Sequence[UUID
                   "topic = %(topic)s AND at > 0 AND position('\\x5c'::bytea IN state) = 0 "
                   "AND position(%(name)s IN state) = at "
                   "AND position(%(name)s IN substring(state FROM at + 1)) = 0 "
-                  "AND encode(substring(state FROM at + %(skip)s FOR 33), 'escape') "
-                  "~ '^[0-9a-f]{{32}}\"$' "
+                  "AND encode(substring(state FROM at + %(skip)s FOR 34), 'escape') "
+                  "~ '^[0-9a-f]{{32}}\"}}$' "
                   "AND substring(state FROM at + %(skip)s FOR 32) <> %(value)s) "
                   "ORDER BY originator_id, originator_version",
         {"ids": list(originator_ids), "topic": topic, "others": list(others), "key": key,

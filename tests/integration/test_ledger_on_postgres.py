@@ -985,14 +985,16 @@ def _respelt(state: bytes, round_id: UUID, other: UUID, spelling: str) -> bytes:
         return state.replace(written, str(round_id).encode())
     if spelling == "an escape":
         return state.replace(written, b"\\u00%x" % written[0] + written[1:])
-    # The field twice, another round's first: JSON keeps the last.
+    if spelling == "its value twice":  # another round's first: JSON keeps the last
+        return state.replace(written, other.hex.encode() + b'","_data_":"' + written)
+    # The field twice, another round's first.
     assert spelling == "the field twice"
     first = state.replace(written, other.hex.encode())
     return first[:-1] + b',"round_id" :{"_type_":"uuid_hex","_data_":"' + written + b'"}}'
 
 
 @pytest.mark.parametrize("spelling", ["upper case", "hyphens", "an escape", "the field twice",
-                                      "another topic"])
+                                      "its value twice", "another topic"])
 def test_a_round_check_finds_chips_posted_around_it_however_the_round_is_spelt(
         ledgers: Callable[..., GameLedger], spelling: str) -> None:
     # The check has the server leave out the postings that name other rounds; one naming
