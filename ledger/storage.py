@@ -863,19 +863,29 @@ def unguarded(recorder: LedgerRecorder) -> list[str]:
         elif row["prosrc"] != _REFUSE_BODY:
             out.append(f"the function {'.'.join(refuse)}() that the trigger {name} runs was "
                        f"rewritten: {refuses} on stored events may not be refused")
-    # Whoever may insert, by a grant on the table or its columns, to a group it belongs to or to
-    # PUBLIC, or as a member of pg_write_all_data: not the owner, nor a superuser (who may do
-    # anything), nor the built-in roles themselves.
-    inserting = _fetched(
+    return out + [f"{who} may INSERT into the event table directly, around the insert function "
+                  "and its append lock: revoke it (deploy/postgres-roles.sql does for the "
+                  "service and auditor roles)" for who in _inserting(recorder)]
+
+
+def _inserting(recorder: LedgerRecorder) -> list[str]:
+    """Who may insert into the event table: PUBLIC (every role) if a grant on the table or a
+    column says so; else each role that may, by a grant on the table or its columns, to a group
+    it belongs to, or as a member of pg_write_all_data. Not the owner, nor a superuser (who may
+    do anything), nor the built-in roles themselves."""
+    table = "(quote_ident(%s) || '.' || quote_ident(%s))::regclass"
+    where = (recorder.datastore.schema, recorder.events_table_name)
+    public = _fetched(  # grantee 0 is PUBLIC, on the table or on one of its columns
+        recorder, "SELECT 1 FROM pg_class c, aclexplode(c.relacl) AS a WHERE c.oid = "
+                  f"{table} AND a.grantee = 0 AND a.privilege_type = 'INSERT' UNION ALL "
+                  "SELECT 1 FROM pg_attribute t, aclexplode(t.attacl) AS a WHERE t.attrelid = "
+                  f"{table} AND a.grantee = 0 AND a.privilege_type = 'INSERT'", where + where)
+    if public:
+        return ["every role (PUBLIC)"]
+    return [f"the role {row['role']}" for row in _fetched(
         recorder, "SELECT r.rolname AS role FROM pg_roles r, pg_class c WHERE c.oid = "
-                  "(quote_ident(%s) || '.' || quote_ident(%s))::regclass AND r.oid <> "
-                  "c.relowner AND NOT r.rolsuper AND r.rolname !~ '^pg_' AND "
-                  "has_any_column_privilege(r.oid, c.oid, 'INSERT') ORDER BY 1",
-        (schema, table))
-    out += [f"the role {row['role']} may INSERT into the event table directly, around the "
-            "insert function and its append lock (deploy/postgres-roles.sql takes it back)"
-            for row in inserting]
-    return out
+                  f"{table} AND r.oid <> c.relowner AND NOT r.rolsuper AND r.rolname !~ '^pg_' "
+                  "AND has_any_column_privilege(r.oid, c.oid, 'INSERT') ORDER BY 1", where)]
 
 
 # pg_trigger.tgtype bits: the statements a trigger fires on.

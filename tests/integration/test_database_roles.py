@@ -90,9 +90,7 @@ def test_the_file_run_again_takes_back_what_an_earlier_version_granted_beyond_it
         (name,) = conn.execute(f"SELECT {sequence}").fetchone() or (None,)
         conn.execute(f"GRANT USAGE ON SEQUENCE {name} TO {service}")
         # The chain walk says so.
-        assert verify_chain(recorder).warnings == [
-            f"the role {service} may INSERT into the event table directly, around the insert "
-            "function and its append lock (deploy/postgres-roles.sql takes it back)"]
+        assert verify_chain(recorder).warnings == [inserting(f"the role {service}")]
         for statement in grants(env["POSTGRES_SCHEMA"], names):
             conn.execute(statement)
     assert verify_chain(recorder).warnings == []
@@ -103,11 +101,18 @@ def test_the_file_run_again_takes_back_what_an_earlier_version_granted_beyond_it
         conn.execute(f"CREATE ROLE {writer} IN ROLE pg_write_all_data")
         try:
             assert verify_chain(recorder).warnings == [
-                f"the role {role} may INSERT into the event table directly, around the insert "
-                "function and its append lock (deploy/postgres-roles.sql takes it back)"
-                for role in sorted([auditor, writer])]
+                inserting(f"the role {role}") for role in sorted([auditor, writer])]
         finally:
             conn.execute(f"DROP ROLE {writer}")
+        # A grant to PUBLIC (to every role, those made later too) is said as such.
+        conn.execute(f"REVOKE INSERT (topic, state) ON {events} FROM {auditor}")
+        for grant in (f"INSERT ON {events}", f"INSERT (state) ON {events}"):
+            conn.execute(f"GRANT {grant} TO PUBLIC")
+            try:
+                assert verify_chain(recorder).warnings == [inserting("every role (PUBLIC)")]
+            finally:
+                conn.execute(f"REVOKE {grant} FROM PUBLIC")
+    assert verify_chain(recorder).warnings == []
     ledger.close()
     with as_role(database, service) as conn:
         for statement in (f"INSERT INTO {events} (originator_id, originator_version, topic, "
@@ -116,6 +121,13 @@ def test_the_file_run_again_takes_back_what_an_earlier_version_granted_beyond_it
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)
         assert conn.execute(f"SELECT count(*) FROM {events}").fetchone() == (0,)
+
+
+def inserting(who: str) -> str:
+    """The chain walk's warning of ``who`` may insert into the event table."""
+    return (f"{who} may INSERT into the event table directly, around the insert function and "
+            "its append lock: revoke it (deploy/postgres-roles.sql does for the service and "
+            "auditor roles)")
 
 
 def _must_not_start(*_: object) -> None:
