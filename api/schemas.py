@@ -72,10 +72,12 @@ class QueryWholeNumber(fields.Integer):
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
         if not isinstance(value, str) or not re.fullmatch(r"-?[0-9]+", value):
             raise self.make_error("invalid")
-        if len(value.lstrip("-0")) > _DIGITS_MAX:  # past any range: as its range says it
-            past: int = -_PAST_ANY_RANGE if value.startswith("-") else _PAST_ANY_RANGE
+        sign, digits = ("-", value[1:]) if value.startswith("-") else ("", value)
+        digits = digits.lstrip("0") or "0"  # (int() reads 4,300 digits at most, zeros too)
+        if len(digits) > _DIGITS_MAX:  # past any range: as its range says it
+            past: int = -_PAST_ANY_RANGE if sign else _PAST_ANY_RANGE
             return past
-        result: int = super()._deserialize(value, attr, data, **kwargs)
+        result: int = super()._deserialize(sign + digits, attr, data, **kwargs)
         return result
 
 

@@ -326,6 +326,13 @@ def test_a_query_number_past_its_range_is_refused_with_the_range(desk, digits):
         "limit": ["Must be greater than or equal to 1 and less than or equal to 500."]}
 
 
+def test_a_query_number_with_leading_zeros_is_its_value(desk):
+    # 4,400 zeros before a 1 were "Not a valid integer." (int() reads 4,300 digits at most).
+    page = desk.http.ok(desk.http.get("/accounts/P1/entries", role="cashier",
+                                      limit="0" * 4400 + "1"))
+    assert len(page["items"]) == 1
+
+
 @pytest.mark.parametrize(("body", "field"), [
     ({"preset": "poker"}, "preset"),
     ({"preset": "casino", "overrides": {"decks": 9}}, "overrides.decks"),
