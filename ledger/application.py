@@ -58,6 +58,7 @@ from eventsourcing.persistence import (
     IntegrityError,
     JSONTranscoder,
     Mapper,
+    PersistenceError,
     Transcoder,
 )
 from eventsourcing.utils import Environment
@@ -1054,10 +1055,18 @@ class GameLedger(Application[UUID]):
             if interval is not None and any(e.originator_version % interval == 0
                                             for e in events if e.originator_id == aggregate.id):
                 due.append(aggregate)
-        if due:
-            # Of the aggregate in hand, as committed: the library's take_snapshot would load
-            # it from the store again.
+        if not due:
+            return
+        # Of the aggregate in hand, as committed: the library's take_snapshot would load it
+        # from the store again. The request is done: a snapshot not written (its version taken,
+        # the database gone meanwhile) is a copy missed, not the request's failure, which a
+        # key already taken would have made look like a repeat.
+        try:
             self.snapshots.put([type(a).Snapshot.take(a) for a in due])
+        except PersistenceError:
+            _log.warning("the snapshot of %s was not written; its events are read instead",
+                         ", ".join(f"{a.id} at version {a.version}" for a in due),
+                         exc_info=True)
 
     def _answer(self, receipt_id: UUID, request_id: str, fingerprint: str,
                 actor: str) -> Result | None:

@@ -508,6 +508,25 @@ def test_snapshots_are_stored_under_a_topic_of_pitboss_and_one_no_class_answers_
         assert (findings == []) == read, (topic, findings)
 
 
+def test_a_snapshot_that_cannot_be_written_leaves_the_request_done_and_not_a_repeat(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    # A snapshot row already at the version (left by a restore, say): the buy-in that reached
+    # it was committed, then answered from its own receipt as a repeat (Idempotent-Replayed).
+    app = ledgers()
+    app.open_account("a", "cashier", "P1")
+    for n in range(198):  # versions 2 .. 199
+        app.buy_in(f"b{n}", "cashier", "P1", 1)
+    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_snapshots'
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {table} VALUES (%s, 200, 'pitboss:Snapshot', 'x')",
+                     (ids.account_id("P1"),))
+    app.buy_in("the-200th", "cashier", "P1", 1)
+    assert not app.repeated()
+    assert app.balance("P1")["available"] == 199
+    assert ledgers().balance("P1")["available"] == 199  # the bad row passed over
+
+
 @pytest.mark.parametrize("copied_to", ["another version", "another account"])
 def test_a_genuine_snapshot_copied_elsewhere_does_not_verify(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings,
