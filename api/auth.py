@@ -123,11 +123,19 @@ def _parse_records(text: str, *, source: str, most: int | None = KEYS_MAX) -> li
     stripped = text.strip()
     if not stripped:
         return []
+    items: Any
     try:
         if stripped.startswith("["):
             items = json.loads(stripped)
         else:
-            items = [json.loads(line) for line in stripped.splitlines() if line.strip()]
+            items = []
+            for number, line in enumerate(text.splitlines(), 1):  # each line read alone
+                if line.strip():
+                    try:
+                        items.append(json.loads(line))
+                    except json.JSONDecodeError as exc:  # (its line is 1: say the file's)
+                        raise KeyConfigError(f"{source} is not JSON lines or a JSON list: "
+                                             f"{exc.msg} (line {number})") from None
     except json.JSONDecodeError as exc:
         raise KeyConfigError(f"{source} is not JSON lines or a JSON list: {exc.msg} "
                              f"(line {exc.lineno})") from None

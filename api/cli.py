@@ -725,7 +725,10 @@ def chain(expected_head: str | None, expected_at: int | None, start: int) -> Non
     kept = "" if kept_head is None else (
         f": the link at notification {kept_at} is the one kept outside"
         if kept_at is not None else ": the head is the one kept outside")
-    click.echo("intact" + kept)
+    part = "" if start == 0 else (
+        f" after notification {start} (the link stored there taken on trust: the events up to "
+        "it were not checked)")
+    click.echo("intact" + part + kept)
 
 
 # --- the demo of `make run` ------------------------------------------------------------------

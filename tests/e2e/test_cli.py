@@ -194,6 +194,13 @@ def test_a_bad_edit_of_the_key_file_keeps_the_keys_it_had(tmp_path, database, ed
     assert whoami() == {"name": "ann", "role": "cashier"}
 
 
+def test_a_malformed_line_of_a_key_file_is_named_by_its_number() -> None:
+    # Each line is read alone: every error said "line 1".
+    good = '{"name": "a", "role": "dealer", "key_hash": "' + "0" * 64 + '"}'
+    with pytest.raises(KeyConfigError, match=r"\(line 3\)$"):
+        parse_keys(f"{good}\n\n{{broken\n", source="keys.jsonl")
+
+
 @pytest.mark.parametrize("text", [
     '{"name": "a", "role": "croupier", "key_hash": "' + "0" * 64 + '"}',
     '{"name": "a", "role": "dealer", "key_hash": "abc"}',
@@ -618,6 +625,10 @@ def test_a_chain_walk_stopped_keeps_what_it_found_and_goes_on_from_where_it_says
     monkeypatch.setattr(cli, "_progress", real_progress)
     rest = CliRunner().invoke(main, ["chain", "--after", "3"])
     assert rest.exit_code == 0, rest.output
+    # Not "intact" alone: the walk proves nothing of the events up to where it started.
+    assert rest.stdout.splitlines()[-1] == ("intact after notification 3 (the link stored there "
+                                            "taken on trust: the events up to it were not "
+                                            "checked)")
     last = int(re.search(r"up to notification (\d+)", rest.stdout)[1])  # type: ignore[index]
     assert f"{last - 3:,} events checked, up to notification {last}" in rest.stdout
     past = CliRunner().invoke(main, ["chain", "--after", str(last + 1)])
