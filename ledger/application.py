@@ -1439,8 +1439,8 @@ def _undeclared_findings(*events: Any) -> list[str]:
     there (the round's replay and settlement ignore them), but shown with the event's data."""
     findings = []
     for event in events:
-        declared = {field.name for field in dataclasses.fields(type(event))}
-        undeclared = sorted(set(vars(event)) - declared)
+        kind: type = type(event)
+        undeclared = sorted(set(vars(event)).difference(_field_names(kind)))
         if undeclared:
             findings.append(f"v{event.originator_version}: recorded with "
                             f"{', '.join(undeclared)}, which this version of pitboss does not "
@@ -1461,8 +1461,9 @@ _NOT_SHOWN = frozenset({"originator_id", "originator_version", "timestamp", "ori
 
 
 @functools.cache
-def _shown_fields(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in _NOT_SHOWN)
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The fields event class ``cls`` declares, in order."""
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def _describe(event: Any, hide: bool = False) -> dict[str, Any]:
@@ -1471,8 +1472,9 @@ def _describe(event: Any, hide: bool = False) -> dict[str, Any]:
     # Its fields as its class declares them, a default included where the event was stored
     # before the field was added; then any it holds that its class does not declare.
     kind: type = type(event)
-    stored, declared = vars(event), _shown_fields(kind)
-    data = {name: stored[name] if name in stored else getattr(event, name) for name in declared}
+    stored = vars(event)
+    data = {name: stored[name] if name in stored else getattr(event, name)
+            for name in _field_names(kind) if name not in _NOT_SHOWN}
     data.update((name, value) for name, value in stored.items()
                 if name not in data and name not in _NOT_SHOWN)
     name = kind.__name__

@@ -168,8 +168,8 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
     signed (:class:`~ledger.sealing.SnapshotSigner`). Snapshots are outside the hash chain, so
     one that does not verify (altered, forged, or from an unsigned earlier version), or whose
     topic names no class this version knows (a snapshot is a copy: its events still read), is
-    passed over with a warning: its account is read from the newest snapshot before it that
-    verifies, or from its events. Without a signer the recorder writes no snapshot and reads
+    passed over with a warning: its account or table is read from the newest snapshot before
+    it that verifies, or from its events. Without a signer the recorder writes no snapshot and reads
     none."""
 
     signer: SnapshotSigner | None = None
@@ -934,13 +934,13 @@ def newest_without(recorder: LedgerRecorder, topic: str, ending: str,
                    candidates: int) -> UUID | None:
     """The originator of the newest of the last ``candidates`` stored events of ``topic`` that
     has no event of topic ``ending`` (the newest shoe still live, say); None if none has."""
-    row = _one_row(recorder, "SELECT c.originator_id FROM (SELECT originator_id, "
-                             "notification_id FROM {table} WHERE topic = %s ORDER BY "
-                             "notification_id DESC LIMIT %s) AS c WHERE NOT EXISTS (SELECT 1 "
-                             "FROM {table} AS e WHERE e.originator_id = c.originator_id AND "
-                             "e.topic = %s) ORDER BY c.notification_id DESC LIMIT 1",
-                   (topic, candidates, ending))
-    return None if row is None else UUID(str(row["originator_id"]))
+    rows = _fetched(recorder, "SELECT c.originator_id FROM (SELECT originator_id, "
+                              "notification_id FROM {table} WHERE topic = %s ORDER BY "
+                              "notification_id DESC LIMIT %s) AS c WHERE NOT EXISTS (SELECT 1 "
+                              "FROM {table} AS e WHERE e.originator_id = c.originator_id AND "
+                              "e.topic = %s) ORDER BY c.notification_id DESC LIMIT 1",
+                    (topic, candidates, ending))
+    return UUID(str(rows[0]["originator_id"])) if rows else None
 
 
 def events_that_may_name(recorder: LedgerRecorder, originator_ids: Sequence[UUID], topic: str,
@@ -988,13 +988,6 @@ def chain_head(recorder: LedgerRecorder) -> tuple[int, str]:
     database (keep one only after an intact walk)."""
     last = _carried(recorder, None)
     return (0, GENESIS.hex()) if last is None else (last[0], last[1].hex())
-
-
-def _one_row(recorder: LedgerRecorder, statement: str, params: tuple[Any, ...]
-             ) -> dict[str, Any] | None:
-    """The first row ``statement`` finds in the event table (``{table}``), if any."""
-    rows = _fetched(recorder, statement, params)
-    return rows[0] if rows else None
 
 
 @_retried
