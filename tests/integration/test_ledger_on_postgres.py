@@ -418,6 +418,14 @@ def _snapshotted(app: GameLedger) -> None:
         app.buy_in(f"b{n}", "cashier", "P1", 1)
 
 
+def _named_as_unverified(env: dict[str, str], ledger: GameLedger, owner: str,
+                         version: int) -> None:
+    """The balance check's one finding: ``owner``'s snapshot at ``version`` does not verify."""
+    (finding,) = _balance_findings(env, ledger)
+    assert owner in finding, finding
+    assert f"snapshot at version {version} does not verify" in finding, finding
+
+
 def _balance_findings(env: dict[str, str], ledger: GameLedger) -> list[str]:
     with Engine(env) as engine:
         engine.catch_up(1000)
@@ -548,10 +556,7 @@ def test_a_genuine_snapshot_copied_elsewhere_does_not_verify(
             owner, version, available = "P2", 200, 0
     fresh = ledgers()
     assert fresh.balance(owner)["available"] == available  # from the events
-    findings = _balance_findings(env, fresh)
-    assert len(findings) == 1
-    assert owner in findings[0]
-    assert f"snapshot at version {version} does not verify" in findings[0]
+    _named_as_unverified(env, fresh, owner, version)
 
 
 @pytest.mark.parametrize("forgery", ["past-the-last-event", "copied-to-another-account"])
@@ -580,10 +585,7 @@ def test_a_snapshot_written_around_the_ledger_moves_no_chips(
     assert fresh.balance(owner)["available"] == (200 if target == p1 else 0)
     with pytest.raises(InsufficientChips):
         fresh.cash_out("out", "cashier", owner, 50_000)
-    findings = _balance_findings(env, fresh)
-    assert len(findings) == 1
-    assert owner in findings[0]
-    assert "does not verify" in findings[0]
+    _named_as_unverified(env, fresh, owner, stored.originator_version)
 
 
 def test_a_round_event_that_does_not_decode_is_a_finding_and_a_sentence_not_a_crash(
