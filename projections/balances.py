@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 from uuid import UUID
 
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL, Composed
 
 from ledger.aggregates import ids
 from ledger.aggregates.account import HOUSE, PLAYER, Account
@@ -58,14 +58,13 @@ class BalancesView(View):
                 "CONSTRAINT house_holds_nothing CHECK (kind <> 'house' OR held = 0))"
                 ).format(accounts),
             # Pages of balances in owner order, and one player's row, come from this index.
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (owner, account_id)").format(
-                Identifier(self.name_of("accounts") + "_owner"), accounts),
+            self.added_index(self.name_of("accounts") + "_owner", "accounts",
+                             "owner, account_id"),
             SQL("CREATE TABLE IF NOT EXISTS {} ("
                 "table_id uuid PRIMARY KEY, name text NOT NULL, currency text NOT NULL, "
                 "house_account_id uuid NOT NULL UNIQUE)").format(tables),
             # Pages of house results in table name order.
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {} (name, table_id)").format(
-                Identifier(self.name_of("tables") + "_name"), tables),
+            self.added_index(self.name_of("tables") + "_name", "tables", "name, table_id"),
         ]
 
 

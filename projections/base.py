@@ -110,7 +110,8 @@ class View(PostgresTrackingRecorder):
 
     @abstractmethod
     def create_statements(self) -> list[Composed]:
-        """CREATE TABLE / INDEX IF NOT EXISTS statements for the parts."""
+        """The statements that make the parts where they are missing (indexes by
+        :meth:`added_index`)."""
 
     def added_column(self, part: str, column: str, definition: str) -> Composed:
         """A column that a part made by an earlier version lacks, added where it is missing.
@@ -121,6 +122,16 @@ class View(PostgresTrackingRecorder):
                    "END $$").format(Literal(self.datastore.schema), Literal(self.name_of(part)),
                                     Literal(column), self.qualified(part), Identifier(column),
                                     SQL(definition))
+
+    def added_index(self, name: str, part: str, columns: str, where: str = "") -> Composed:
+        """An index ``name`` of ``part`` on ``columns``, made where it is missing. Guarded, not
+        IF NOT EXISTS: CREATE INDEX locks the table against the worker's writes (SHARE) before
+        it finds the index there, so a start waited for a batch in flight and held it up."""
+        return SQL("DO $$ BEGIN IF to_regclass(quote_ident({}) || '.' || quote_ident({})) IS "
+                   "NULL THEN CREATE INDEX {} ON {} ({}){}; END IF; END $$").format(
+                       Literal(self.datastore.schema), Literal(name), Identifier(name),
+                       self.qualified(part), SQL(columns),
+                       SQL(f" WHERE {where}" if where else ""))
 
     def drop(self) -> None:
         with self.datastore.transaction(commit=True) as curs:

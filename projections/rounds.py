@@ -38,7 +38,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID
 
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL, Composed
 
 from ledger.aggregates.round import Round
 from ledger.aggregates.table import Table
@@ -84,9 +84,7 @@ class RoundIndexView(View):
         rounds, players = self.qualified("rounds"), self.qualified("players")
 
         def index(what: str, columns: str, where: str = "") -> Composed:
-            return SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({}){}").format(
-                Identifier(f"{self.name_of('rounds')}_{what}"), rounds, SQL(columns),
-                SQL(f" WHERE {where}" if where else ""))
+            return self.added_index(f"{self.name_of('rounds')}_{what}", "rounds", columns, where)
 
         return [
             SQL("CREATE TABLE IF NOT EXISTS {} ("

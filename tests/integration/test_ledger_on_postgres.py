@@ -391,23 +391,29 @@ def test_processes_starting_together_create_the_tables_once_without_deadlock(
         ledger.close()
 
 
-def test_a_process_starting_does_not_wait_for_readers_of_the_event_table(
+@pytest.mark.parametrize(("table", "holding"), [
+    ("ledger_events", "SELECT count(*) FROM {}"),  # a reader
+    # A writer: the lock an insert takes (a save in flight, or one that stalls). A start that
+    # waited for it held every later append in the lock's queue behind itself.
+    ("ledger_events", "LOCK TABLE {} IN ROW EXCLUSIVE MODE"),
+    ("ledger_snapshots", "LOCK TABLE {} IN ROW EXCLUSIVE MODE"),
+])
+def test_a_process_starting_does_not_wait_for_readers_or_writers_of_the_event_tables(
         ledgers: Callable[..., GameLedger], env: dict[str, str],
-        database: DatabaseSettings) -> None:
+        database: DatabaseSettings, table: str, holding: str) -> None:
     ledgers()  # the tables exist
-    table = f'"{env["POSTGRES_SCHEMA"]}".ledger_events'
     started: list[GameLedger] = []
-    with psycopg.connect(database.conninfo()) as reader:
-        reader.execute(f"SELECT count(*) FROM {table}")  # its transaction stays open
+    with psycopg.connect(database.conninfo()) as other:
+        other.execute(holding.format(f'"{env["POSTGRES_SCHEMA"]}".{table}'))  # stays open
         restart = threading.Thread(target=lambda: started.append(GameLedger(env=env)))
         restart.start()
         restart.join(timeout=20)
         waited = restart.is_alive()
-        reader.rollback()  # lets a start that waited for the reader go on
+        other.rollback()  # lets a start that waited go on
     restart.join(timeout=60)
     for ledger in started:
         ledger.close()
-    assert not waited, "the restart waited for a reader of the event table"
+    assert not waited, f"the restart waited for {holding.format(table)}"
     assert len(started) == 1  # and it did start
 
 

@@ -566,6 +566,29 @@ def test_the_projections_refuse_the_database_insert_functions(env: Env) -> None:
         ReadModels({**unpinned, "POSTGRES_ENABLE_DB_FUNCTIONS": "y"})
 
 
+@pytest.mark.parametrize("table", ["balances_accounts", "round_index_rounds"])
+def test_a_worker_starting_does_not_wait_for_a_batch_in_flight(env: Env, table: str) -> None:
+    with engine(env):  # the views exist
+        pass
+    started: list[bool] = []
+    with connect(env) as other:
+        other.autocommit = False
+        other.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")  # what a batch holds
+
+        def start_worker() -> None:
+            with engine(env):
+                started.append(True)
+
+        start = threading.Thread(target=start_worker)
+        start.start()
+        start.join(timeout=20)
+        waited = start.is_alive()
+        other.rollback()  # lets a start that waited go on
+    start.join(timeout=60)
+    assert not waited, f"a worker's start waited for a batch writing {table}"
+    assert started == [True]
+
+
 def test_the_worker_keeps_up_and_stops_cleanly_when_asked(
         env: Env, reads: ReadModels, caplog: pytest.LogCaptureFixture) -> None:
     casino = Casino.on(env)
