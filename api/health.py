@@ -9,7 +9,7 @@ from flask.views import MethodView
 from marshmallow import Schema, fields
 
 from api.database import DatabaseSettings, DatabaseUnavailable, check_database
-from api.problems import DATABASE_UNAVAILABLE, PROBLEM_JSON, RETRY_AFTER_S, ProblemSchema, problem
+from api.problems import PROBLEM_JSON, ProblemSchema, database_unavailable
 from api.views import Blueprint
 
 blp = Blueprint("health", __name__, description="Liveness and database reachability.")
@@ -39,6 +39,5 @@ class Health(MethodView):
         try:
             check_database(settings, timeout_s=current_app.config["HEALTH_DB_TIMEOUT_S"])
         except DatabaseUnavailable as exc:
-            return problem(503, "Database unavailable", str(exc), type_=DATABASE_UNAVAILABLE,
-                           headers={"Retry-After": str(RETRY_AFTER_S)})
+            return database_unavailable(str(exc))
         return {"status": "ok", "database": settings.masked()}

@@ -1,8 +1,10 @@
 """The one error shape of the API: RFC 7807 problem details (``application/problem+json``).
 
-Every error names what is at fault: ``rule`` is the rule of RULES.md a refusal enforces (or
-null), ``errors`` maps each offending field to its messages (validation), ``error`` is the
-ledger's refusal type (``NotYourTurn``, ``InsufficientChips`` …).
+Every error names what is at fault: ``error`` is its type, one word a client can switch on (the
+ledger's refusal type, ``NotYourTurn``, ``InsufficientChips`` …, or the HTTP layer's,
+``Unauthorized``, ``MethodNotAllowed`` …), and ``type`` the same as a URN; ``rule`` is the rule
+of RULES.md a refusal enforces (or null); ``errors`` maps each offending field to its messages
+(validation).
 
 Statuses: a ledger refusal is 422, a missing table, round, shoe or account 404, a lost race
 409 (look again and decide again), a round no longer at the version named in ``If-Match``
@@ -36,8 +38,6 @@ from ledger.errors import InvariantBroken, LedgerError
 logger = logging.getLogger("pitboss.api")
 
 PROBLEM_JSON: Final = "application/problem+json"
-# Its own type: with about:blank, RFC 7807 wants the title to be the status phrase.
-DATABASE_UNAVAILABLE: Final = "urn:pitboss:problem:database-unavailable"
 STATUS_BY_KIND: Final = {"refused": 422, "not_found": 404, "conflict": 409, "stale": 412}
 RETRY_AFTER_S: Final = 1
 _BODY_LOCATIONS: Final = frozenset({"json", "form", "json_or_form"})
@@ -46,16 +46,23 @@ _BODY_LOCATIONS: Final = frozenset({"json", "form", "json_or_form"})
 class ProblemSchema(Schema):
     """RFC 7807 problem details, as every error response carries them."""
 
-    type = fields.String(required=True, metadata={"description": "A URI naming the problem."})
+    type = fields.String(required=True, metadata={
+        "description": "A URI naming the problem: urn:pitboss:problem: and its error in words."})
     title = fields.String(required=True, metadata={"description": "A short summary."})
     status = fields.Integer(required=True, metadata={"description": "The HTTP status code."})
     detail = fields.String(required=True, metadata={"description": "What happened this time."})
     rule = fields.String(
+        required=True,
         allow_none=True,
-        metadata={"description": "The rule of RULES.md that refused the request (R-…)."},
+        metadata={"description": "The rule of RULES.md that refused the request (R-…), or "
+                                 "null where none does."},
     )
     error = fields.String(
-        metadata={"description": "The ledger's refusal type, e.g. NotYourTurn."}
+        required=True,
+        metadata={"description": "The problem's type: the ledger's refusal (NotYourTurn, "
+                                 "InsufficientChips …) or the HTTP layer's (Unauthorized, "
+                                 "Forbidden, NotFound, MethodNotAllowed, "
+                                 "RequestEntityTooLarge, InvalidRequest …)."},
     )
     errors = fields.Dict(
         keys=fields.String(),
@@ -69,12 +76,15 @@ def problem(
     title: str,
     detail: str,
     *,
-    type_: str = "about:blank",
+    error: str,
+    rule: str | None = None,
     headers: Mapping[str, str] | None = None,
     **extensions: Any,
 ) -> Response:
-    """A problem-details response; ``extensions`` become extra members of the body."""
-    body = {"type": type_, "title": title, "status": status, "detail": detail, **extensions}
+    """A problem-details response of type ``error`` (its ``type`` is the URN of it);
+    ``extensions`` become extra members of the body."""
+    body = {"type": f"urn:pitboss:problem:{_kebab(error)}", "title": title, "status": status,
+            "detail": detail, "error": error, "rule": rule, **extensions}
     response = jsonify(body)
     response.status_code = status
     response.mimetype = PROBLEM_JSON
@@ -94,13 +104,12 @@ def http_exception_problem(error: HTTPException) -> Response:
     if isinstance(data, dict) and "messages" in data:
         # webargs (through flask-smorest) attaches the schema's messages by location.
         errors = flatten_messages(data["messages"])
-        extensions["errors"] = errors
-        extensions["rule"] = _rule_of(errors)
         detail = "The request does not fit its schema: " + "; ".join(
             f"{name}: {' '.join(messages)}" for name, messages in sorted(errors.items())
         )
-        title, kind = _SCHEMA_PROBLEMS.get(status, ("Invalid request", "invalid-request"))
-        return problem(status, title, detail, type_=f"urn:pitboss:problem:{kind}", **extensions)
+        kind = _SCHEMA_PROBLEMS.get(status, "InvalidRequest")
+        return problem(status, _words(kind), detail, error=kind, rule=_rule_of(errors),
+                       errors=errors)
     if status in (401, 403):
         # Both are about the key sent in the Authorization header: name it as the field.
         extensions["errors"] = {"Authorization": [error.description or error.name]}
@@ -116,11 +125,11 @@ def http_exception_problem(error: HTTPException) -> Response:
         cap = current_app.config["MAX_CONTENT_LENGTH"]
         detail = f"The body is larger than the {cap // 1024} KiB a request may hold."
         extensions["errors"] = {"body": [detail]}
-    return problem(status, error.name, detail, headers=headers, **extensions)
+    return problem(status, error.name, detail, error=type(error).__name__, headers=headers,
+                   **extensions)
 
 
-_SCHEMA_PROBLEMS = {400: ("Malformed request", "malformed-request"),
-                    415: ("Unsupported media type", "unsupported-media-type")}
+_SCHEMA_PROBLEMS = {400: "MalformedRequest", 415: "UnsupportedMediaType"}
 
 
 def _rule_of(errors: Mapping[str, list[str]]) -> str | None:
@@ -178,11 +187,11 @@ def ledger_error_problem(error: LedgerError) -> Response:
     """A refusal of the ledger: its sentence, its rule, its type."""
     status = STATUS_BY_KIND.get(error.kind, 422)
     name = type(error).__name__
-    extensions: dict[str, Any] = {"rule": error.rule or None, "error": name}
+    extensions: dict[str, Any] = {}
     if error.field is not None:
         extensions["errors"] = {error.field: [error.message]}
-    return problem(status, _words(name), error.message,
-                   type_=f"urn:pitboss:problem:{_kebab(name)}", **extensions)
+    return problem(status, _words(name), error.message, error=name, rule=error.rule or None,
+                   **extensions)
 
 
 def invariant_problem(error: InvariantBroken) -> Response:
@@ -192,7 +201,7 @@ def invariant_problem(error: InvariantBroken) -> Response:
                    "has been logged for the operators. If the stored record itself is at "
                    "fault, an auditor finds where: walk the hash chain (GET /audit/chain) and "
                    "check the round (GET /audit/rounds/{id}/check).",
-                   type_="urn:pitboss:problem:invariant-broken")
+                   error="InvariantBroken")
 
 
 def persistence_problem(error: PersistenceError) -> Response:
@@ -200,12 +209,17 @@ def persistence_problem(error: PersistenceError) -> Response:
         # The ledger retries its own races; one that escapes is a race lost for good.
         return problem(409, "Conflict", "Another request changed this first; nothing was "
                        "changed. Look at the current state and decide again.",
-                       type_="urn:pitboss:problem:conflict", rule=None, error="Conflict")
+                       error="Conflict")
     logger.warning("database unavailable: %s", type(error).__name__, exc_info=error)
-    return problem(503, "Database unavailable",
-                   "The database did not answer in time or is busy; the request may not have "
-                   "been recorded. Retry it with the same Idempotency-Key.",
-                   type_=DATABASE_UNAVAILABLE, headers={"Retry-After": str(RETRY_AFTER_S)})
+    return database_unavailable("The database did not answer in time or is busy; the request "
+                                "may not have been recorded. Retry it with the same "
+                                "Idempotency-Key.")
+
+
+def database_unavailable(detail: str) -> Response:
+    """503, to be retried after :data:`RETRY_AFTER_S`."""
+    return problem(503, "Database unavailable", detail, error="DatabaseUnavailable",
+                   headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
 def data_problem(error: DataError) -> Response:
@@ -213,7 +227,7 @@ def data_problem(error: DataError) -> Response:
     logger.info("a request carried a value the database refuses: %s", error)
     return problem(422, "Invalid value", "A value in this request cannot be stored or compared "
                    "by the database (a NUL character, or a number out of range).",
-                   type_="urn:pitboss:problem:invalid-value", rule=None)
+                   error="InvalidValue")
 
 
 def register_problem_handlers(app: Flask) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from itertools import count
 from typing import Any
@@ -87,7 +88,9 @@ def problem_of(response: TestResponse, status: int) -> dict[str, Any]:
     assert response.mimetype == PROBLEM_JSON
     body: dict[str, Any] = response.get_json(force=True)
     assert body["status"] == status
-    assert {"type", "title", "detail"} <= set(body)
+    assert {"type", "title", "detail", "error", "rule"} <= set(body)  # one shape for all
+    assert body["type"] == "urn:pitboss:problem:" + re.sub(
+        r"(?<!^)(?=[A-Z])", "-", body["error"]).lower()
     return body
 
 
