@@ -36,6 +36,7 @@ from api.database import DatabaseSettings, resolve_database
 from api.problems import PROBLEM_JSON, ProblemSchema, register_problem_handlers
 from api.secrets_files import default_keys_file, load_shoe_key
 from api.services import Services, create_tables_wanted, ledger
+from api.views import REPLAYED
 
 logger = logging.getLogger("pitboss.api")
 
@@ -148,7 +149,7 @@ def _mark_repeats(app: Flask) -> None:
     def mark(response: Response) -> Response:
         if request.method == "POST" and 200 <= response.status_code < 300 \
                 and request.headers.get("Idempotency-Key") and ledger().repeated():
-            response.headers["Idempotent-Replayed"] = "true"
+            response.headers[REPLAYED] = "true"
         return response
 
 

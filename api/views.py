@@ -82,6 +82,12 @@ class Blueprint(flask_smorest.Blueprint):  # type: ignore[misc]  # flask-smorest
 SECURITY: list[dict[str, list[str]]] = [{"bearerAuth": []}]
 # Documented on every route that reads or writes the ledger (405, for a method a route does
 # not take, is the path's, not an operation's: it falls under "default").
+# On a change answered from its first time's receipt (its Idempotency-Key sent again).
+REPLAYED = "Idempotent-Replayed"
+_REPLAYED_DOC = {"description": "true on an answer repeated from the first time this "
+                                "Idempotency-Key was used: nothing changed now. Absent otherwise.",
+                 "schema": {"type": "string", "enum": ["true"]}}
+
 _READ_ERRORS = (401, 403, 404, 422, 503)
 _WRITE_ERRORS = (401, 403, 404, 409, 413, 415, 422, 503)
 
@@ -107,6 +113,7 @@ def guard(blp: Blueprint, *roles: str, mutating: bool = False,
                 decorated = _no_precondition(decorated)
             decorated = blp.arguments(schema, location="headers", as_kwargs=True,
                                       error_status_code=400)(decorated)
+            _declares_replays(decorated)
         decorated = requires(*roles)(decorated)
         decorated = blp.doc(security=SECURITY)(decorated)
         for status in errors or (_WRITE_ERRORS if mutating else _READ_ERRORS):
@@ -116,6 +123,14 @@ def guard(blp: Blueprint, *roles: str, mutating: bool = False,
         return decorated  # type: ignore[no-any-return]
 
     return decorator
+
+
+def _declares_replays(view: Any) -> None:
+    """The view's success responses declare the header a repeat carries (``REPLAYED``)."""
+    doc = getattr(view, "_apidoc", {})
+    for code in doc.get("success_status_codes", []):
+        for response in doc["response"]["responses"][code]:
+            response.setdefault("headers", {})[REPLAYED] = _REPLAYED_DOC
 
 
 def _query_as_documented(view: F) -> F:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from api.views import REPLAYED
 from tests.e2e.conftest import Desk, Http, problem_of
 from tests.scripted import SteeredShuffle
 
@@ -68,3 +69,19 @@ def test_a_key_is_bound_to_its_request_and_its_caller(make_app):
                                 key="k"), 422)
     assert body["error"] == "RequestIdReused"
     assert http.ok(http.get("/accounts/P1", role="cashier"))["available"] == 1010
+
+
+def test_the_api_document_declares_the_repeat_header_on_every_change_and_no_read(http: Http):
+    document = http.ok(http.get("/openapi.json", role=None))
+    declared = {}
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            if method == "parameters":  # the path's own, not an operation
+                continue
+            successes = [r for code, r in operation["responses"].items() if code.startswith("2")]
+            assert successes, (method, path)
+            declared[method, path] = [REPLAYED in r.get("headers", {}) for r in successes]
+    changes = {k: v for k, v in declared.items() if k[0] == "post"}
+    assert changes
+    assert all(all(v) for v in changes.values()), changes
+    assert not any(any(v) for k, v in declared.items() if k[0] != "post")
