@@ -72,7 +72,7 @@ def test_a_key_is_bound_to_its_request_and_its_caller(make_app):
 
 
 def test_the_api_document_declares_the_repeat_header_on_every_change_and_no_read(http: Http):
-    document = http.ok(http.get("/openapi.json", role=None))
+    document = http.ok(http.get("/openapi.json"))
     declared = {}
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
