@@ -61,6 +61,7 @@ _PGSERVER_SYSTEM_USER: Final = "pgserver"
 _LIMIT_VARIABLES: Final = {
     "connect_timeout_s": ("POSTGRES_CONNECT_TIMEOUT", 1),
     "lock_timeout_s": ("POSTGRES_LOCK_TIMEOUT", 1),
+    "statement_timeout_s": ("POSTGRES_STATEMENT_TIMEOUT", 1),
     "idle_in_transaction_timeout_s": ("POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT", 1),
     "pool_size": ("POSTGRES_POOL_SIZE", 1),
     "pool_max_overflow": ("POSTGRES_MAX_OVERFLOW", 0),
@@ -100,6 +101,7 @@ class DatabaseSettings:
     source: DatabaseSource = "DATABASE_URL"
     connect_timeout_s: int = 5
     lock_timeout_s: int = 5
+    statement_timeout_s: int = 30
     idle_in_transaction_timeout_s: int = 5
     pool_size: int = 5
     pool_max_overflow: int = 10
@@ -163,6 +165,7 @@ class DatabaseSettings:
             "POSTGRES_PASSWORD": self.password,
             "POSTGRES_CONNECT_TIMEOUT": str(self.connect_timeout_s),
             "POSTGRES_LOCK_TIMEOUT": str(self.lock_timeout_s),
+            "POSTGRES_STATEMENT_TIMEOUT": str(self.statement_timeout_s),  # ledger.storage reads it
             "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": str(self.idle_in_transaction_timeout_s),
             "POSTGRES_POOL_SIZE": str(self.pool_size),
             "POSTGRES_MAX_OVERFLOW": str(self.pool_max_overflow),

@@ -98,6 +98,8 @@ STATEMENT_RETRY_WAIT_S = 0.2
 # How long the pool keeps trying, with its growing pauses, to replace a connection it lost,
 # before it leaves the next one to be opened when a request needs it.
 RECONNECT_GIVE_UP_S = 5.0
+# The longest one statement of the ledger may run, in seconds (unset: no limit).
+STATEMENT_TIMEOUT = "POSTGRES_STATEMENT_TIMEOUT"
 
 
 class _CreatesTablesOneAtATime:
@@ -111,6 +113,9 @@ class _CreatesTablesOneAtATime:
 
     def create_table(self) -> None:
         with self.datastore.transaction(commit=True) as curs:
+            # No statement timeout (STATEMENT_TIMEOUT): another process's creation may be
+            # waited for, and an upgrade's DDL may scan a large table.
+            curs.execute("SET LOCAL statement_timeout = 0")
             curs.execute("SELECT pg_advisory_xact_lock(%s)", (self.CREATION_LOCK,))
             for statement in self.sql_create_statements:
                 if "CREATE TYPE" in statement.as_string():
@@ -593,6 +598,16 @@ _ERRORS: tuple[tuple[type[psycopg.Error], type[PersistenceError]], ...] = (
 )
 
 
+def statement_timeout_s(text: str | None) -> int | None:
+    """The seconds of :data:`STATEMENT_TIMEOUT` (None: unset, no limit)."""
+    if text is None or not text.strip():
+        return None
+    if not (text.strip().isascii() and text.strip().isdigit()) or int(text) < 1:
+        raise ValueError(f"{STATEMENT_TIMEOUT} is a whole number of seconds from 1, "
+                         f"not {text!r}")
+    return int(text)
+
+
 class LedgerFactory(PostgresFactory):
     """The library's PostgreSQL persistence with the ledger's recorders."""
 
@@ -602,6 +617,16 @@ class LedgerFactory(PostgresFactory):
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         reconnecting_promptly(self.datastore.pool)
+        limit_s = statement_timeout_s(self.env.get(STATEMENT_TIMEOUT))
+        if limit_s is not None:
+            # Every statement on the ledger's connections, reads and appends (an append's
+            # wait for a lock is bounded sooner, by POSTGRES_LOCK_TIMEOUT): a read that
+            # waits on an operator's lock, or runs away, ends as "the database is busy".
+            kwargs = self.datastore.pool.kwargs
+            if not isinstance(kwargs, dict):  # pragma: no cover (the library gives a dict)
+                raise TypeError("the library's pool no longer takes its connection settings "
+                                "as a dict: review LedgerFactory")
+            kwargs["options"] = f"-c statement_timeout={limit_s * 1000}"
 
     def application_recorder(self) -> Any:
         recorder = super().application_recorder()

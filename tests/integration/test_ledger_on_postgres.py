@@ -15,7 +15,7 @@ from uuid import UUID, uuid4
 
 import psycopg
 import pytest
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import OperationalError, StoredEvent
 from eventsourcing.utils import get_topic
 
 from api.database import DatabaseSettings
@@ -38,6 +38,7 @@ from ledger.sealing import ShoeSealer
 from ledger.shoe import commitment
 from ledger.storage import (
     GENESIS,
+    STATEMENT_TIMEOUT,
     LedgerRecorder,
     SnapshotRecorder,
     append_lock_key,
@@ -415,6 +416,44 @@ def test_a_process_starting_does_not_wait_for_readers_or_writers_of_the_event_ta
         ledger.close()
     assert not waited, f"the restart waited for {holding.format(table)}"
     assert len(started) == 1  # and it did start
+
+
+def test_a_read_waiting_on_an_operators_lock_ends_at_the_statement_timeout(
+        ledgers: Callable[..., GameLedger], env: dict[str, str],
+        database: DatabaseSettings) -> None:
+    app = ledgers(env={**env, STATEMENT_TIMEOUT: "1"})
+    _, r = open_round(app)
+    outcome: list[object] = []
+
+    def read() -> None:
+        try:
+            outcome.append(app.round_events(r))
+        except Exception as e:  # the test inspects what the read got
+            outcome.append(e)
+
+    with psycopg.connect(database.conninfo()) as operator:
+        # What VACUUM FULL or an ALTER TABLE holds: every read of the table waits for it.
+        operator.execute(f'LOCK TABLE "{env["POSTGRES_SCHEMA"]}".ledger_events '
+                         "IN ACCESS EXCLUSIVE MODE")
+        reading = threading.Thread(target=read)
+        reading.start()
+        reading.join(timeout=15)
+        waited = reading.is_alive()
+        operator.rollback()
+    reading.join(timeout=60)
+    assert not waited, "the read waited out the lock"
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], OperationalError), outcome  # the API answers it 503
+    assert app.round_events(r)  # and the next read, the lock gone, answers
+
+
+def test_a_start_waits_for_another_process_creating_the_tables_past_the_statement_timeout(
+        env: dict[str, str], database: DatabaseSettings) -> None:
+    GameLedger(env=env).close()  # the tables exist; a start still takes the creation lock
+    with psycopg.connect(database.conninfo()) as other:
+        other.execute("SELECT pg_advisory_xact_lock(%s)", (LedgerRecorder.CREATION_LOCK,))
+        threading.Timer(2.0, other.rollback).start()  # creating for 2 s
+        GameLedger(env={**env, STATEMENT_TIMEOUT: "1"}).close()  # waits, then starts
 
 
 def _snapshotted(app: GameLedger) -> None:

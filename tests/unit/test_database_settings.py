@@ -133,6 +133,7 @@ def test_the_eventsourcing_environment_names_the_postgres_module_and_limits():
     )
     assert (env["POSTGRES_USER"], env["POSTGRES_PASSWORD"]) == ("bob", SECRET)
     assert int(env["POSTGRES_LOCK_TIMEOUT"]) > 0
+    assert int(env["POSTGRES_STATEMENT_TIMEOUT"]) > int(env["POSTGRES_LOCK_TIMEOUT"])
     assert int(env["POSTGRES_POOL_SIZE"]) > 0
     assert int(env["POSTGRES_MAX_WAITING"]) > 0
     assert env["POSTGRES_ENABLE_DB_FUNCTIONS"] == "n"
@@ -177,7 +178,9 @@ def test_a_malformed_limit_is_refused():
         resolve_database(environ)
 
 
-@pytest.mark.parametrize("variable", ["POSTGRES_LOCK_TIMEOUT", "POSTGRES_MAX_WAITING"])
+@pytest.mark.parametrize("variable", ["POSTGRES_LOCK_TIMEOUT", "POSTGRES_MAX_WAITING",
+                                      "POSTGRES_STATEMENT_TIMEOUT",
+                                      "LEDGER_POSTGRES_STATEMENT_TIMEOUT"])
 def test_a_limit_of_zero_meaning_unlimited_is_refused(variable):
     environ = {"DATABASE_URL": "postgresql://bob@db.example/a", variable: "0"}
     with pytest.raises(DatabaseConfigError, match=variable):
