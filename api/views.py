@@ -80,14 +80,14 @@ class Blueprint(flask_smorest.Blueprint):  # type: ignore[misc]  # flask-smorest
     ARGUMENTS_PARSER = Parser()
 
 SECURITY: list[dict[str, list[str]]] = [{"bearerAuth": []}]
-# Documented on every route that reads or writes the ledger (405, for a method a route does
-# not take, is the path's, not an operation's: it falls under "default").
 # On a change answered from its first time's receipt (its Idempotency-Key sent again).
 REPLAYED = "Idempotent-Replayed"
 _REPLAYED_DOC = {"description": "true on an answer repeated from the first time this "
                                 "Idempotency-Key was used: nothing changed now. Absent otherwise.",
                  "schema": {"type": "string", "enum": ["true"]}}
 
+# Documented on every route that reads or writes the ledger (405, for a method a route does
+# not take, is the path's, not an operation's: it falls under "default").
 _READ_ERRORS = (401, 403, 404, 422, 503)
 _WRITE_ERRORS = (401, 403, 404, 409, 413, 415, 422, 503)
 
