@@ -66,15 +66,15 @@ def sentence(event_type: str, data: Mapping[str, Any]) -> str:
         case "StakeSettled" | "StakeForfeited":
             net = d["released"] + d["won"] - d["held"]
             prize = f", prize {d['prize']}" if d.get("prize") else ""
-            return (f"{d['bettor']} on {_where(d)}: {d['outcome']} {net:+d}{prize} "
+            outcome = str(d["outcome"]).replace("_", " ")  # even_money: even money
+            return (f"{d['bettor']} on {_where(d)}: {outcome} {net:+d}{prize} "
                     f"({d['reason']}; {_arithmetic(d)})")
         case "DealerFinished":
             state = ("busts on" if d["bust"] else "has a natural," if d["natural"]
                      else "stands on")
             return f"the dealer {state} {d['total']}: {cards(d['cards'])}"
         case "RoundSettled":
-            results = ", ".join(f"{p} {n:+d}" for p, n in sorted(d["results"].items()))
-            return f"round settled: {results or 'no stakes'}; house {d['house_result']:+d}"
+            return f"round settled: {_results(d)}"
         case "RoundVoided":
             back = [f"{p} {n}" for p, n in sorted(d["released"].items()) if n]
             undone = [f"{p} {n:+d}" for p, n in sorted(d["reversals"].items()) if n]
@@ -88,6 +88,12 @@ def sentence(event_type: str, data: Mapping[str, Any]) -> str:
     return event_type
 
 
+def _results(d: Mapping[str, Any]) -> str:
+    """Each player's net result and the house's, as a settlement (or a round's state) has them."""
+    results = ", ".join(f"{p} {n:+d}" for p, n in sorted(d["results"].items()))
+    return f"{results or 'no stakes'}; house {d['house_result']:+d}"
+
+
 def _arithmetic(d: Mapping[str, Any]) -> str:
     """How a settlement's amounts follow: the stake, the rate, what rounding left (R-M2)."""
     (num, den), (left, over) = d["rate"], d["remainder"]
@@ -97,7 +103,9 @@ def _arithmetic(d: Mapping[str, Any]) -> str:
     if d["won"]:
         parts.append(f"{d['won']} paid")
     if left:
-        parts.append(f"{left}/{over} rounded away" if over != 1 else f"{left} rounded away")
+        # A fraction of the minor unit (cents): "5/2" on a table of 5-cent chips is 2½ cents.
+        amount = f"{left}/{over}" if over != 1 else f"{left}"
+        parts.append(f"{amount} minor unit{'s' if left > over else ''} rounded away")
     return ", ".join(parts)
 
 
@@ -138,4 +146,6 @@ def render(frames: Iterable[Mapping[str, Any]]) -> list[str]:
         if event["type"] in ("CardDealt", "WildCardDrawn", "HoleCardRevealed",
                              "HandSplit", "RoundSettled", "RoundVoided"):
             lines.extend(table(state))
+        elif event["type"] == "RulingRecorded":  # the results the ruling leaves standing
+            lines.append(f"      the round now stands: {_results(state)}")
     return lines

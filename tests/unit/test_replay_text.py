@@ -79,7 +79,13 @@ def test_a_settlement_shows_its_arithmetic_and_insurance_is_named() -> None:
                "remainder": [1, 2], "reason": "natural (R-G6)", "prize": ""}
     assert sentence("StakeSettled", natural) == (
         "ann on box 1: won +22 (natural (R-G6); stake 15, rate 3:2, 15 back, 22 paid, "
-        "1/2 rounded away)")
+        "1/2 minor unit rounded away)")
+    # On a table of 5-cent chips: 2 1/2 cents, not a ratio or a count of chips.
+    assert sentence("StakeSettled", {**natural, "held": 25, "released": 25, "won": 35,
+                                     "remainder": [5, 2]}).endswith(
+        "35 paid, 5/2 minor units rounded away)")
+    assert sentence("StakeSettled", {**natural, "outcome": "even_money"}).startswith(
+        "ann on box 1: even money +22 (")
     insurance = {**natural, "line": "insurance", "box": 0, "outcome": "lost", "released": 0,
                  "lost": 15, "won": 0, "rate": [0, 1], "remainder": [0, 1],
                  "reason": "no dealer natural (R-C5)"}
@@ -102,6 +108,26 @@ def test_a_voided_rounds_hands_still_in_play_show_as_voided() -> None:
     assert before[-2].split()[-3:] == ["live", "P1", "100"]
     assert lines[-2:] == [line.replace("live  ", "voided") for line in before[-2:]]
     assert lines[-1].split()[-3:] == ["voided", "P2", "50"]
+
+
+def test_each_ruling_is_followed_by_the_results_it_leaves_standing() -> None:
+    # A manager reading the printout had to add the rulings to the settlement by hand.
+    app, r = dealt_round("6S TH 7D 5C 9H TD TC")  # P1 11, P2 19 against the dealer's 7
+    app.stand("x1", "dealer", r, "P1", 1, 0)
+    app.stand("x2", "dealer", r, "P2", 2, 0)
+    app.play_dealer("pd", "dealer", r)
+    app.settle("st", "dealer", r)
+    settled = app.round_state(r)["version"]
+    app.record_ruling("r1", "boss", r, "misread total", [settled], {"P1": 100})
+    app.record_ruling("r2", "boss", r, "the first ruling was wrong", [settled + 1],
+                      {"P1": -40, "P2": 5})
+    lines = render(app.replay(r))
+    rulings = [i for i, line in enumerate(lines) if " ruling: " in line]
+    assert len(rulings) == 2
+    assert [line.split(": ", 1)[1] for line in lines if "round settled: " in line] == [
+        "P1 -100, P2 +50; house +50"]
+    assert lines[rulings[0] + 1] == "      the round now stands: P1 +0, P2 +50; house -50"
+    assert lines[rulings[1] + 1] == "      the round now stands: P1 -40, P2 +55; house -15"
 
 
 def test_the_dealers_end_reads_as_a_sentence() -> None:
