@@ -608,7 +608,10 @@ class TableSchema(Out):
     rules = fields.Nested(RuleSetSchema, required=True)
     rules_hash = fields.String(required=True)
     limits = fields.Nested(LimitsOutSchema, required=True)
-    shoe_id = fields.UUID(required=True, allow_none=True)
+    shoe_id = fields.UUID(required=True, allow_none=True, metadata={
+        "description": "The table's last shoe (null before its first round). Closing the table "
+                       "retires it and reveals its order (GET /audit/shoes/{id}); the first "
+                       "round after a reopening shuffles a new one."})
     rounds = fields.Integer(required=True)
     current_round_id = fields.UUID(required=True, allow_none=True)
     version = fields.Integer(required=True)
