@@ -49,7 +49,7 @@ from api.database import (
 from api.replay_text import render
 from api.secrets_files import ShoeKeyError, default_keys_file, load_shoe_key, shoe_key_file
 from api.services import prepare_store
-from api.simulate import Keys, SimulationError, TablePlay
+from api.simulate import Keys, SimulationError, SimulationStopped, TablePlay
 from ledger.application import GameLedger
 from ledger.errors import InvariantBroken, LedgerError, QueryRefused
 from ledger.storage import (
@@ -548,15 +548,24 @@ _URL = click.option("--url", default="http://127.0.0.1:8000", envvar="PITBOSS_UR
 def simulate(tables: int, rounds: int, preset: str, url: str, api_keys: tuple[str, ...]) -> None:
     """Play rounds through the HTTP API: basic-strategy players, one terminal per table."""
     stop = threading.Event()
-    played = run_simulation(url, list(api_keys), tables=tables, rounds=rounds, preset=preset,
-                            progress=True, stop=stop)
-    for table in played:
-        count = len(table.rounds)
-        click.echo(f"table {table.name} ({table.table_id}): {count} round"
-                   f"{'' if count == 1 else 's'}, "
-                   f"last {table.rounds[-1] if table.rounds else '-'}")
+    try:
+        played = run_simulation(url, list(api_keys), tables=tables, rounds=rounds,
+                                preset=preset, progress=True, stop=stop)
+    except SimulationStopped as stopped:
+        _tables_played(stopped.tables)  # and the rounds left in play, to be finished or voided
+        raise
+    _tables_played(played)
     if stop.is_set():
         raise SystemExit(130)  # stopped by Ctrl-C: not every round asked for was played
+
+
+def _tables_played(tables: list[TablePlay]) -> None:
+    for table in tables:
+        count = len(table.rounds)
+        left = f" (left in play: round {table.in_play})" if table.in_play else ""
+        click.echo(f"table {table.name} ({table.table_id or '-'}): {count} round"
+                   f"{'' if count == 1 else 's'}, "
+                   f"last {table.rounds[-1] if table.rounds else '-'}{left}")
 
 
 def run_simulation(url: str, api_keys: list[str], *, tables: int, rounds: int, preset: str,
@@ -605,7 +614,9 @@ def run_simulation(url: str, api_keys: list[str], *, tables: int, rounds: int, p
                            "leave at once, rounds in play left open)", err=True)
         reached(done[0])
     if errors:
-        raise errors[0]
+        if isinstance(errors[0], Exception):
+            raise SimulationStopped(errors[0], terminals) from errors[0]
+        raise errors[0]  # (KeyboardInterrupt, SystemExit: as they are)
     return terminals
 
 

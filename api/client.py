@@ -2,7 +2,9 @@
 
 One keep-alive connection per client (use one client per thread). Every mutating call carries
 a fresh Idempotency-Key, and a call that lost its connection or met a busy database (503) is
-sent again with the same key, so a retry never records anything twice.
+sent again with the same key, so a retry never records anything twice. A server that answered
+before and then stops answering (a restart takes seconds) is tried again for up to
+:data:`RECONNECT_WINDOW_S`; one that never answered is named at once.
 
 It speaks just the HTTP/1.1 the API answers with (a status line, headers, a body of known
 length or in chunks) over a plain socket: ``http.client`` parses every answer's headers as
@@ -21,6 +23,9 @@ from typing import Any, BinaryIO, Final
 from urllib.parse import urlencode, urlsplit
 
 RETRIES_MAX: Final = 3
+RETRY_PAUSE_S: Final = 0.1  # the first pause after a lost connection; each one doubles
+RETRY_PAUSE_MAX_S: Final = 2.0
+RECONNECT_WINDOW_S: Final = 20.0  # how long a server that answered before is waited for
 TIMEOUT_S: Final = 30.0
 RETRY_AFTER_MAX_S: Final = 5.0
 LINE_MAX: Final = 65_536  # bytes in a status or header line
@@ -63,6 +68,7 @@ class Client:
         self._timeout_s = timeout_s
         self._host_header = parts.netloc.rsplit("@", 1)[-1]
         self._conn: _Connection | None = None
+        self._answered = False  # the server has answered this client before
         # The server's own time for the last answer (its Server-Timing header), in ms.
         self.last_server_ms: float | None = None
 
@@ -103,22 +109,32 @@ class Client:
         if body is not None:
             payload = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        for attempt in range(RETRIES_MAX + 1):
+        started, lost, busy = time.monotonic(), 0, 0
+        while True:
             try:
                 status, data, retry_after = self._send(method, path, payload, headers)
-            except (ConnectionError, TimeoutError):
+            except (ConnectionError, TimeoutError) as exc:
                 self.close()
-                if attempt >= RETRIES_MAX or (idempotency_key is None and method != "GET"):
+                if idempotency_key is None and method != "GET":
                     raise
-                time.sleep(0.1 * (attempt + 1))
+                lost += 1
+                pause = min(RETRY_PAUSE_S * 2 ** (lost - 1), RETRY_PAUSE_MAX_S)
+                # A server that answered before is being restarted: waited for. One that never
+                # answered, or answers in something other than HTTP, will not start to.
+                patient = self._answered and not isinstance(exc, ProtocolError)
+                if (lost > RETRIES_MAX and not patient) \
+                        or time.monotonic() + pause - started > RECONNECT_WINDOW_S:
+                    raise
+                time.sleep(pause)
                 continue
-            if status == 503 and attempt < RETRIES_MAX:
+            self._answered = True
+            if status == 503 and busy < RETRIES_MAX:
+                busy += 1
                 time.sleep(min(retry_after, RETRY_AFTER_MAX_S))
                 continue
             if status >= 400:
                 raise ApiError(method, path, status, data if isinstance(data, dict) else {})
             return data
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def _send(self, method: str, path: str, payload: bytes | None,
               headers: dict[str, str]) -> tuple[int, Any, float]:

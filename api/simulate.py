@@ -34,6 +34,18 @@ class SimulationError(Exception):
     """A round could not be played to its end."""
 
 
+class SimulationStopped(SimulationError):
+    """A table's terminal stopped on an error; ``tables`` are all the simulation's, each with
+    the round it left in play, if any (``TablePlay.in_play``)."""
+
+    def __init__(self, cause: BaseException, tables: list[TablePlay]) -> None:
+        left = [t.in_play for t in tables if t.in_play]
+        super().__init__(f"{cause}" + (
+            f"; {len(left)} round{'s' if len(left) > 1 else ''} left in play (named above): a "
+            "dealer finishes each, or a manager voids it" if left else ""))
+        self.tables = tables
+
+
 @dataclass
 class Keys:
     """The clients of the roles a simulation needs."""
@@ -67,6 +79,7 @@ class TablePlay:
     table_id: str = ""
     players: list[str] = field(default_factory=list)
     rounds: list[str] = field(default_factory=list)
+    in_play: str | None = None  # the round started and not yet settled or voided
 
     def __post_init__(self) -> None:
         self._random = random.Random(self.seed)
@@ -85,12 +98,14 @@ class TablePlay:
         state = self.dealer.post(f"/tables/{self.table_id}/rounds")
         round_id = state["round_id"]
         self.rounds.append(round_id)
+        self.in_play = round_id
         for box, player in enumerate(self.players, 1):
             amount = self._random.choice(STAKES)
             state = self._decide(state, "stakes", {"bettor": player, "box": box,
                                                    "amount": amount})
         for _ in range(DECISIONS_PER_ROUND_MAX):
             if state["phase"] in ("settled", "voided"):
+                self.in_play = None
                 settled: dict[str, Any] = state
                 return settled
             decision, body = next_decision(state)

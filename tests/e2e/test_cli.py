@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from werkzeug.serving import make_server
 
 from api import cli
+from api import client as client_module
 from api.app import create_app
 from api.auth import (
     KEYS_MAX,
@@ -480,6 +481,44 @@ def test_simulate_stopped_finishes_each_tables_round_and_names_the_tables(served
         if last != "-":  # (a table stopped before its first round has none)
             round_ = http.ok(http.get(f"/rounds/{last}", role="auditor"))
             assert round_["phase"] in ("settled", "voided"), round_["phase"]
+
+
+def test_simulate_whose_api_goes_away_names_the_rounds_it_left_in_play(make_app, monkeypatch):
+    # It said only "the API ... does not answer": the rounds it left open, with chips held,
+    # were found by searching every open round.
+    app = make_app()
+    server = make_server("127.0.0.1", 0, app)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    monkeypatch.setattr(client_module, "RECONNECT_WINDOW_S", 1.0)  # the wait for a restart
+    real_progress = cli._progress
+
+    @contextlib.contextmanager
+    def server_gone_after_a_round(length: int, label: str, **kwargs: Any) -> Iterator[Any]:
+        with real_progress(length, label, **kwargs) as reached:
+            def tell(done: int) -> None:
+                if done >= 1 and thread.is_alive():
+                    server.shutdown()
+                    server.server_close()  # refused from now on
+                reached(done)
+            yield tell
+
+    monkeypatch.setattr(cli, "_progress", server_gone_after_a_round)
+    result = CliRunner().invoke(main, ["simulate", "--tables", "3", "--rounds", "200",
+                                       "--url", url,
+                                       "--key", KEYS["dealer"], "--key", KEYS["cashier"]])
+    assert result.exit_code == 1, result.output
+    tables = re.findall(r"^table \S+ \(\S+\): \d+ rounds?, last \S+( \(left in play: round "
+                        r"(\S+)\))?$", result.stdout, re.M)
+    assert len(tables) == 3, result.stdout
+    left = [round_id for _, round_id in tables if round_id]
+    assert left, result.stdout
+    assert f"{len(left)} round" in result.stderr
+    assert "left in play (named above)" in result.stderr
+    http = Http(app.test_client())
+    for round_id in left:
+        assert http.ok(http.get(f"/rounds/{round_id}"))["phase"] not in ("settled", "voided")
 
 
 def test_simulate_needs_a_dealer_and_a_cashier_key(served):

@@ -7,6 +7,7 @@ import json
 import re
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -196,3 +197,31 @@ def test_an_api_that_does_not_speak_tls_is_named_with_its_url():
         url = f"https://127.0.0.1:{plain.getsockname()[1]}"
         with pytest.raises(Unreachable, match=re.escape(f"the API at {url} does not answer: ")):
             Client(url, "pbk_x", timeout_s=5).get("/healthz")
+
+
+def test_a_server_restarting_is_waited_for_and_the_change_sent_again_with_its_key(unused_port):
+    # A restart of `pitboss serve` takes seconds; the client gave up after half a second, and
+    # `pitboss simulate` with it, leaving its rounds open.
+    first = Scripted(socket.create_server(("127.0.0.1", unused_port)))
+    first.start(answer("200 OK", b'{"role": "dealer"}'), DROP)
+    client = Client(first.url, "k")
+    assert client.get("/whoami") == {"role": "dealer"}  # the server has answered this client
+    restarted: list[Scripted] = []
+
+    def restart() -> None:
+        assert first.thread is not None
+        first.thread.join(timeout=5)  # it dropped the change's connection: it is gone
+        first.listener.close()  # refused from now on
+        time.sleep(1.5)
+        again = Scripted(socket.create_server(("127.0.0.1", unused_port)))
+        again.start(answer("200 OK", b'{"ok": true}'))
+        restarted.append(again)
+
+    threading.Thread(target=restart, daemon=True).start()
+    assert client.post("/rounds/r/hit", {"box": 1}) == {"ok": True}
+    client.close()
+    (again,) = restarted
+    again.listener.close()
+    sent = [headers["idempotency-key"] for _, headers, _ in first.requests[1:] + again.requests]
+    assert len(sent) == 2
+    assert sent[0] == sent[1]
