@@ -98,7 +98,7 @@ STATEMENT_RETRY_WAIT_S = 0.2
 # How long the pool keeps trying, with its growing pauses, to replace a connection it lost,
 # before it leaves the next one to be opened when a request needs it.
 RECONNECT_GIVE_UP_S = 5.0
-# The longest one statement of the ledger may run, in seconds (unset: no limit).
+# The longest one statement of the ledger may run, in seconds (unset or 0: no limit).
 STATEMENT_TIMEOUT = "POSTGRES_STATEMENT_TIMEOUT"
 
 
@@ -599,12 +599,12 @@ _ERRORS: tuple[tuple[type[psycopg.Error], type[PersistenceError]], ...] = (
 
 
 def statement_timeout_s(text: str | None) -> int | None:
-    """The seconds of :data:`STATEMENT_TIMEOUT` (None: unset, no limit)."""
-    if text is None or not text.strip():
+    """The seconds of :data:`STATEMENT_TIMEOUT` (None: unset; 0, which only pitboss's own
+    long readers set, no limit: operators' settings are checked from 1 by api.database)."""
+    if text is None:
         return None
-    if not (text.strip().isascii() and text.strip().isdigit()) or int(text) < 1:
-        raise ValueError(f"{STATEMENT_TIMEOUT} is a whole number of seconds from 1, "
-                         f"not {text!r}")
+    if not (text.strip().isascii() and text.strip().isdigit()):
+        raise ValueError(f"{STATEMENT_TIMEOUT} is a whole number of seconds, not {text!r}")
     return int(text)
 
 
@@ -617,8 +617,12 @@ class LedgerFactory(PostgresFactory):
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         reconnecting_promptly(self.datastore.pool)
-        limit_s = statement_timeout_s(self.env.get(STATEMENT_TIMEOUT))
-        if limit_s is not None:
+        # Under the ledger's prefixed name first, as the library reads its settings; a blank one
+        # is not set (the library would take it and shadow the other).
+        limit_s = statement_timeout_s(next(
+            (text for name in self.env.create_keys(STATEMENT_TIMEOUT)
+             if (text := dict.get(self.env, name) or "").strip()), None))
+        if limit_s:
             # Every statement on the ledger's connections, reads and appends (an append's
             # wait for a lock is bounded sooner, by POSTGRES_LOCK_TIMEOUT): a read that
             # waits on an operator's lock, or runs away, ends as "the database is busy".

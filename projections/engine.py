@@ -40,7 +40,7 @@ from psycopg_pool import ConnectionPool
 
 from ledger.aggregates.receipt import Receipt
 from ledger.application import GameLedger
-from ledger.storage import reconnecting_promptly
+from ledger.storage import STATEMENT_TIMEOUT, reconnecting_promptly
 from projections.balances import BalancesProjection
 from projections.base import LEDGER_APP, NEXT, BatchProjection, Curs, Item, View, table_exists
 from projections.rounds import RoundIndexProjection
@@ -154,11 +154,14 @@ def ddl_lock(datastore: PostgresDatastore) -> Iterator[None]:
 class Reader:
     """The ledger's event log, a page at a time. Read only: built without the shoe key, and
     it never creates the ledger's tables (the ledger does); until they exist it reads nothing.
+    Its reads have no statement timeout: a page that waits on an operator's lock waits it out,
+    where a rebuild stopped by the timeout would start again from event zero.
     """
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.ledger = GameLedger(env={**merged_env(env, READER_DEFAULTS),
-                                      "LEDGER_CREATE_TABLE": "no"})
+                                      "LEDGER_CREATE_TABLE": "no",
+                                      f"LEDGER_{STATEMENT_TIMEOUT}": "0"})
         recorder = self.ledger.recorder
         if not isinstance(recorder, PostgresApplicationRecorder):
             self.ledger.close()

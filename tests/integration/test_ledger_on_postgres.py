@@ -47,7 +47,7 @@ from ledger.storage import (
     link,
     verify_chain,
 )
-from projections.engine import Engine
+from projections.engine import Engine, Reader
 from projections.queries import ReadModels
 from tests.faults import (
     PausingLedger,
@@ -446,6 +446,39 @@ def test_a_read_waiting_on_an_operators_lock_ends_at_the_statement_timeout(
     assert len(outcome) == 1
     assert isinstance(outcome[0], OperationalError), outcome  # the API answers it 503
     assert app.round_events(r)  # and the next read, the lock gone, answers
+
+
+def _statement_timeout(app: GameLedger) -> str:
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute("SHOW statement_timeout")
+        row = curs.fetchone()
+    assert row is not None
+    return str(row["statement_timeout"])
+
+
+def test_the_statement_timeout_is_read_under_the_ledgers_name_first_and_a_blank_one_is_unset(
+        env: dict[str, str]) -> None:
+    # A blank LEDGER_POSTGRES_STATEMENT_TIMEOUT (an env file's "NAME=") took the limit away.
+    for ledger_s, expected in (("", "1s"), (" ", "1s"), ("3", "3s")):
+        app = GameLedger(env={**env, STATEMENT_TIMEOUT: "1",
+                              f"LEDGER_{STATEMENT_TIMEOUT}": ledger_s})
+        try:
+            assert _statement_timeout(app) == expected, ledger_s
+        finally:
+            app.close()
+
+
+def test_the_read_sides_reader_waits_out_a_lock_where_a_request_would_not(
+        env: dict[str, str]) -> None:
+    # A rebuild whose page read ended at the timeout started again from event zero.
+    GameLedger(env=env).close()
+    reader = Reader({**env, STATEMENT_TIMEOUT: "1"})
+    try:
+        assert _statement_timeout(reader.ledger) == "0"
+    finally:
+        reader.close()
 
 
 def test_a_start_waits_for_another_process_creating_the_tables_past_the_statement_timeout(
