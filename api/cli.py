@@ -49,7 +49,13 @@ from api.database import (
 from api.replay_text import render
 from api.secrets_files import ShoeKeyError, default_keys_file, load_shoe_key, shoe_key_file
 from api.services import prepare_store
-from api.simulate import Keys, SimulationError, SimulationStopped, TablePlay
+from api.simulate import (
+    Keys,
+    SimulationAbandoned,
+    SimulationError,
+    SimulationStopped,
+    TablePlay,
+)
 from ledger.application import GameLedger
 from ledger.errors import InvariantBroken, LedgerError, QueryRefused
 from ledger.storage import (
@@ -86,6 +92,7 @@ _OPERATOR_ERRORS = (DatabaseSetupError, ShoeKeyError, KeyConfigError, Projection
 # command: no such table or schema (yet), no right to it. Any other is a defect.
 _NO_RIGHT = "42501"  # insufficient_privilege
 _NO_SUCH_TABLE = "42P01"  # undefined_table
+_QUERY_CANCELED = "57014"  # query_canceled: the statement timeout, or an operator's cancel
 _UNPREPARED_SQLSTATES = frozenset({_NO_SUCH_TABLE, "3F000", _NO_RIGHT})
 
 
@@ -158,6 +165,11 @@ class _Commands(click.Group):
                 elif _sqlstate(exc) == _NO_RIGHT and ctx.invoked_subcommand == "rebuild":
                     first_line += (" (a rebuild makes new tables and swaps them in: run it as "
                                    "the tables' owner, see Database roles in the README)")
+                elif _sqlstate(exc) == _QUERY_CANCELED:
+                    first_line += (" (a statement of the ledger ran past "
+                                   "POSTGRES_STATEMENT_TIMEOUT: most often it waited on a lock "
+                                   "an operator holds on the event table, such as VACUUM FULL "
+                                   "or ALTER TABLE; run the command again once it is released)")
             raise click.ClickException(first_line) from exc
 
 
@@ -554,6 +566,9 @@ def simulate(tables: int, rounds: int, preset: str, url: str, api_keys: tuple[st
     except SimulationStopped as stopped:
         _tables_played(stopped.tables)  # and the rounds left in play, to be finished or voided
         raise
+    except SimulationAbandoned as abandoned:  # a second Ctrl-C
+        _tables_played(abandoned.tables)
+        raise SystemExit(130) from None
     _tables_played(played)
     if stop.is_set():
         raise SystemExit(130)  # stopped by Ctrl-C: not every round asked for was played
@@ -562,7 +577,8 @@ def simulate(tables: int, rounds: int, preset: str, url: str, api_keys: tuple[st
 def _tables_played(tables: list[TablePlay]) -> None:
     for table in tables:
         count = len(table.rounds)
-        left = f" (left in play: round {table.in_play})" if table.in_play else ""
+        in_play = table.left_in_play()
+        left = f" (left in play: {in_play})" if in_play else ""
         click.echo(f"table {table.name} ({table.table_id or '-'}): {count} round"
                    f"{'' if count == 1 else 's'}, "
                    f"last {table.rounds[-1] if table.rounds else '-'}{left}")
@@ -608,7 +624,7 @@ def run_simulation(url: str, api_keys: list[str], *, tables: int, rounds: int, p
                 reached(done[0])
             except KeyboardInterrupt:
                 if stop.is_set():
-                    raise
+                    raise SimulationAbandoned(terminals) from None
                 stop.set()
                 click.echo("stopping: each table finishes the round in play (Ctrl-C again to "
                            "leave at once, rounds in play left open)", err=True)

@@ -25,8 +25,11 @@ from urllib.parse import urlencode, urlsplit
 RETRIES_MAX: Final = 3
 RETRY_PAUSE_S: Final = 0.1  # the first pause after a lost connection; each one doubles
 RETRY_PAUSE_MAX_S: Final = 2.0
-RECONNECT_WINDOW_S: Final = 20.0  # how long a server that answered before is waited for
-TIMEOUT_S: Final = 30.0
+RECONNECT_WINDOW_S: Final = 20.0  # how long a server that answered before is waited for,
+# from the first lost connection of a request
+# Longer than the server's own limit on a statement (POSTGRES_STATEMENT_TIMEOUT, 30 s by
+# default), so that its answer (503: busy) arrives rather than this client's giving up.
+TIMEOUT_S: Final = 60.0
 RETRY_AFTER_MAX_S: Final = 5.0
 LINE_MAX: Final = 65_536  # bytes in a status or header line
 HEADERS_MAX: Final = 100
@@ -109,7 +112,7 @@ class Client:
         if body is not None:
             payload = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        started, lost, busy = time.monotonic(), 0, 0
+        lost, busy, first_lost = 0, 0, 0.0
         while True:
             try:
                 status, data, retry_after = self._send(method, path, payload, headers)
@@ -118,12 +121,13 @@ class Client:
                 if idempotency_key is None and method != "GET":
                     raise
                 lost += 1
+                first_lost = first_lost or time.monotonic()
                 pause = min(RETRY_PAUSE_S * 2 ** (lost - 1), RETRY_PAUSE_MAX_S)
                 # A server that answered before is being restarted: waited for. One that never
                 # answered, or answers in something other than HTTP, will not start to.
                 patient = self._answered and not isinstance(exc, ProtocolError)
                 if (lost > RETRIES_MAX and not patient) \
-                        or time.monotonic() + pause - started > RECONNECT_WINDOW_S:
+                        or time.monotonic() + pause - first_lost > RECONNECT_WINDOW_S:
                     raise
                 time.sleep(pause)
                 continue
@@ -146,6 +150,10 @@ class Client:
         conn = self._connection()
         try:
             status, answer, raw = conn.exchange(head + (payload or b""))
+        except TimeoutError as exc:
+            self.close()  # (the message alone, "timed out", would not say which server)
+            raise TimeoutError(f"the API at {self.url} did not answer within "
+                               f"{self._timeout_s:g} s") from exc
         except BaseException:
             self.close()
             raise

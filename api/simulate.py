@@ -39,10 +39,19 @@ class SimulationStopped(SimulationError):
     the round it left in play, if any (``TablePlay.in_play``)."""
 
     def __init__(self, cause: BaseException, tables: list[TablePlay]) -> None:
-        left = [t.in_play for t in tables if t.in_play]
+        left = [t for t in tables if t.left_in_play()]
         super().__init__(f"{cause}" + (
             f"; {len(left)} round{'s' if len(left) > 1 else ''} left in play (named above): a "
             "dealer finishes each, or a manager voids it" if left else ""))
+        self.tables = tables
+
+
+class SimulationAbandoned(KeyboardInterrupt):
+    """A second Ctrl-C: the tables left as they were (``tables``, each with what it left in
+    play)."""
+
+    def __init__(self, tables: list[TablePlay]) -> None:
+        super().__init__()
         self.tables = tables
 
 
@@ -80,6 +89,7 @@ class TablePlay:
     players: list[str] = field(default_factory=list)
     rounds: list[str] = field(default_factory=list)
     in_play: str | None = None  # the round started and not yet settled or voided
+    starting: bool = False  # a round's start sent, its answer not yet received
 
     def __post_init__(self) -> None:
         self._random = random.Random(self.seed)
@@ -93,12 +103,22 @@ class TablePlay:
             self.cashier.post(f"/accounts/{player}/buy-in", {"amount": BUY_IN})
             self.players.append(player)
 
+    def left_in_play(self) -> str | None:
+        """What this terminal left in play: its round, or a start that went unanswered."""
+        if self.in_play:
+            return f"round {self.in_play}"
+        if self.starting:
+            return (f"a round whose start went unanswered, if it started (GET /tables/"
+                    f"{self.table_id} names it as current_round_id)")
+        return None
+
     def play_round(self) -> dict[str, Any]:
         """Play one round to its settlement; the settled round."""
+        self.starting = True
         state = self.dealer.post(f"/tables/{self.table_id}/rounds")
         round_id = state["round_id"]
         self.rounds.append(round_id)
-        self.in_play = round_id
+        self.in_play, self.starting = round_id, False
         for box, player in enumerate(self.players, 1):
             amount = self._random.choice(STAKES)
             state = self._decide(state, "stakes", {"bettor": player, "box": box,

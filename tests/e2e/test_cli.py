@@ -521,11 +521,85 @@ def test_simulate_whose_api_goes_away_names_the_rounds_it_left_in_play(make_app,
         assert http.ok(http.get(f"/rounds/{round_id}"))["phase"] not in ("settled", "voided")
 
 
+def test_simulate_names_a_round_whose_start_went_unanswered(served, monkeypatch):
+    # The round was recorded, its answer lost: simulate named the round before it, settled.
+    url, app = served
+    real_post = client_module.Client.post
+    starts: list[str] = []
+
+    def post(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        answer = real_post(self, path, *args, **kwargs)
+        if path.endswith("/rounds"):
+            starts.append(path)
+            if len(starts) == 2:  # recorded; its answer lost, and the API gone meanwhile
+                raise client_module.Unreachable("the API does not answer: test")
+        return answer
+
+    monkeypatch.setattr(client_module.Client, "post", post)
+    result = CliRunner().invoke(main, ["simulate", "--tables", "1", "--rounds", "5",
+                                       "--url", url,
+                                       "--key", KEYS["dealer"], "--key", KEYS["cashier"]])
+    assert result.exit_code == 1, result.output
+    (table_id,) = re.findall(r"^table \S+ \((\S+)\): 1 round, last \S+ \(left in play: a round "
+                             r"whose start went unanswered, if it started \(GET /tables/(\S+) "
+                             r"names it as current_round_id\)\)$", result.stdout, re.M)
+    assert table_id[0] == table_id[1]
+    assert "1 round left in play (named above)" in result.stderr
+    http = Http(app.test_client())
+    current = http.ok(http.get(f"/tables/{table_id[0]}"))["current_round_id"]
+    assert http.ok(http.get(f"/rounds/{current}"))["phase"] == "betting"
+
+
+def test_simulate_left_at_once_by_a_second_ctrl_c_names_what_it_left_in_play(served,
+                                                                            monkeypatch):
+    # A second Ctrl-C (the natural answer to a wait for the API) printed only "Aborted!".
+    url, _ = served
+    real_progress = cli._progress
+
+    @contextlib.contextmanager
+    def interrupted_twice(length: int, label: str, **kwargs: Any) -> Iterator[Any]:
+        with real_progress(length, label, **kwargs) as reached:
+            def tell(done: int) -> None:
+                if done >= 1 and len(told) < 2:
+                    told.append(done)
+                    raise KeyboardInterrupt
+                reached(done)
+            yield tell
+
+    told: list[int] = []
+    monkeypatch.setattr(cli, "_progress", interrupted_twice)
+    result = CliRunner().invoke(main, ["simulate", "--tables", "2", "--rounds", "200",
+                                       "--url", url,
+                                       "--key", KEYS["dealer"], "--key", KEYS["cashier"]])
+    assert result.exit_code == 130, result.output
+    assert len(re.findall(r"^table \S+ \(\S+\): \d+ rounds?, last \S+", result.stdout,
+                          re.M)) == 2, result.stdout
+
+
 def test_simulate_needs_a_dealer_and_a_cashier_key(served):
     url, _ = served
     result = CliRunner().invoke(main, ["simulate", "--url", url, "--key", KEYS["auditor"]])
     assert result.exit_code == 1
     assert "needs a dealer and a cashier key" in result.output
+
+
+def test_a_command_stopped_by_the_statement_timeout_says_what_it_waited_on(make_app, database,
+                                                                            monkeypatch):
+    # It printed PostgreSQL's own "canceling statement due to statement timeout", naming
+    # neither the lock nor the setting.
+    app = make_app()
+    schema = app.extensions["pitboss"].env["POSTGRES_SCHEMA"]
+    app.extensions["pitboss"].ledger()  # the tables exist
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", schema)
+    monkeypatch.setenv("POSTGRES_STATEMENT_TIMEOUT", "1")
+    with psycopg.connect(database.conninfo()) as operator:
+        operator.execute(f'LOCK TABLE "{schema}".ledger_events IN ACCESS EXCLUSIVE MODE')
+        result = CliRunner().invoke(main, ["replay", str(uuid.uuid4())])
+        operator.rollback()
+    assert result.exit_code == 1, result.output
+    assert "ran past POSTGRES_STATEMENT_TIMEOUT" in result.output, result.output
+    assert "VACUUM FULL or ALTER TABLE" in result.output
 
 
 def test_replay_reads_the_database_directly(make_app, database, monkeypatch):

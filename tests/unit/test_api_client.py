@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from api import client as client_module
 from api.client import ApiError, Client, ProtocolError, Unreachable
 
 DROP = b""  # close the connection instead of answering
+SLOW = b"slow"  # answer nothing for SLOW_S, then close the connection
+SLOW_S = 1.5
 
 
 @dataclass
@@ -62,6 +65,9 @@ class Scripted:
             body = reader.read(int(headers.get("content-length", "0")))
             self.requests.append((request_line, headers, body))
             answer = self.answers.pop(0)
+            if answer == SLOW:
+                time.sleep(SLOW_S)
+                return
             if answer == DROP:
                 return
             conn.sendall(answer)
@@ -225,3 +231,28 @@ def test_a_server_restarting_is_waited_for_and_the_change_sent_again_with_its_ke
     sent = [headers["idempotency-key"] for _, headers, _ in first.requests[1:] + again.requests]
     assert len(sent) == 2
     assert sent[0] == sent[1]
+
+
+def test_a_slow_answer_is_waited_for_again_from_when_it_was_lost(server, monkeypatch):
+    # The window was counted from the request's start: a request that timed out after it was
+    # never sent again, and "timed out" did not say which server.
+    monkeypatch.setattr(client_module, "RECONNECT_WINDOW_S", 1.0)  # shorter than the timeout
+    server.start(answer("200 OK", b'{"role": "dealer"}'), SLOW, answer("200 OK", b'{"ok": 1}'))
+    client = Client(server.url, "k", timeout_s=1.2)
+    assert client.get("/whoami") == {"role": "dealer"}
+    assert client.post("/rounds/r/stand", {"box": 1}) == {"ok": 1}  # timed out, then sent again
+    client.close()
+    keys = [headers["idempotency-key"] for _, headers, _ in server.requests[1:]]
+    assert len(keys) == 2
+    assert keys[0] == keys[1]
+
+
+def test_a_timeout_names_the_api(server, monkeypatch):
+    monkeypatch.setattr(client_module, "RECONNECT_WINDOW_S", 0.5)  # tried once more at most
+    server.start(answer("200 OK", b"{}"), SLOW)
+    client = Client(server.url, "k", timeout_s=0.5)
+    client.get("/whoami")
+    with pytest.raises(TimeoutError, match=re.escape(
+            f"the API at {server.url} did not answer within 0.5 s")):
+        client.post("/rounds/r/stand", {"box": 1}, idempotency_key=None)  # (a fresh key)
+    client.close()
