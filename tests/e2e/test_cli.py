@@ -449,26 +449,32 @@ def test_simulate_plays_rounds_to_their_settlement_through_the_api(served, prese
     assert any(s in replayed.stdout for s in "♠♥♦♣")
 
 
-def test_simulate_stopped_finishes_each_tables_round_and_names_the_tables(served, monkeypatch):
-    # Ctrl-C left a round open with its chips held, and the tables played went unnamed.
-    url, app = served
+def _simulate_interrupted(url: str, monkeypatch: pytest.MonkeyPatch, *, times: int) -> Any:
+    """``simulate`` of 2 tables x 200 rounds, Ctrl-C pressed ``times`` times once a round is
+    done; the CliRunner's result."""
     real_progress = cli._progress
+    told: list[int] = []
 
     @contextlib.contextmanager
-    def interrupted_after_a_round(length: int, label: str, **kwargs: Any) -> Iterator[Any]:
+    def interrupted(length: int, label: str, **kwargs: Any) -> Iterator[Any]:
         with real_progress(length, label, **kwargs) as reached:
             def tell(done: int) -> None:
-                if done >= 1 and not told:
+                if done >= 1 and len(told) < times:
                     told.append(done)
                     raise KeyboardInterrupt
                 reached(done)
             yield tell
 
-    told: list[int] = []
-    monkeypatch.setattr(cli, "_progress", interrupted_after_a_round)
-    result = CliRunner().invoke(main, ["simulate", "--tables", "2", "--rounds", "200",
-                                       "--url", url,
-                                       "--key", KEYS["dealer"], "--key", KEYS["cashier"]])
+    monkeypatch.setattr(cli, "_progress", interrupted)
+    return CliRunner().invoke(main, ["simulate", "--tables", "2", "--rounds", "200",
+                                     "--url", url,
+                                     "--key", KEYS["dealer"], "--key", KEYS["cashier"]])
+
+
+def test_simulate_stopped_finishes_each_tables_round_and_names_the_tables(served, monkeypatch):
+    # Ctrl-C left a round open with its chips held, and the tables played went unnamed.
+    url, app = served
+    result = _simulate_interrupted(url, monkeypatch, times=1)
     assert result.exit_code == 130, result.output
     assert "stopping: each table finishes the round in play" in result.stderr
     tables = re.findall(r"^table \S+ \(([0-9a-f-]+)\): (\d+) rounds?, last (\S+)$",
@@ -554,23 +560,7 @@ def test_simulate_left_at_once_by_a_second_ctrl_c_names_what_it_left_in_play(ser
                                                                             monkeypatch):
     # A second Ctrl-C (the natural answer to a wait for the API) printed only "Aborted!".
     url, _ = served
-    real_progress = cli._progress
-
-    @contextlib.contextmanager
-    def interrupted_twice(length: int, label: str, **kwargs: Any) -> Iterator[Any]:
-        with real_progress(length, label, **kwargs) as reached:
-            def tell(done: int) -> None:
-                if done >= 1 and len(told) < 2:
-                    told.append(done)
-                    raise KeyboardInterrupt
-                reached(done)
-            yield tell
-
-    told: list[int] = []
-    monkeypatch.setattr(cli, "_progress", interrupted_twice)
-    result = CliRunner().invoke(main, ["simulate", "--tables", "2", "--rounds", "200",
-                                       "--url", url,
-                                       "--key", KEYS["dealer"], "--key", KEYS["cashier"]])
+    result = _simulate_interrupted(url, monkeypatch, times=2)
     assert result.exit_code == 130, result.output
     assert len(re.findall(r"^table \S+ \(\S+\): \d+ rounds?, last \S+", result.stdout,
                           re.M)) == 2, result.stdout
