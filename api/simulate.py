@@ -36,7 +36,7 @@ class SimulationError(Exception):
 
 class SimulationStopped(SimulationError):
     """A table's terminal stopped on an error; ``tables`` are all the simulation's, each with
-    the round it left in play, if any (``TablePlay.in_play``)."""
+    what it left in play, if anything (``TablePlay.left_in_play``)."""
 
     def __init__(self, cause: BaseException, tables: list[TablePlay]) -> None:
         left = [t for t in tables if t.left_in_play()]
