@@ -490,11 +490,23 @@ def test_a_start_waits_for_another_process_creating_the_tables_past_the_statemen
         GameLedger(env={**env, STATEMENT_TIMEOUT: "1"}).close()  # waits, then starts
 
 
-def _snapshotted(app: GameLedger) -> None:
-    """P1 bought in 200 times: the account's version 200 is snapshotted."""
+def _snapshotted(app: GameLedger) -> SnapshotRecorder:
+    """P1 bought in 200 times: the account's version 200 is snapshotted. The ledger's snapshot
+    recorder."""
     app.open_account("a", "cashier", "P1")
     for n in range(200):
         app.buy_in(f"b{n}", "cashier", "P1", 1)
+    snapshots = app.snapshots.recorder if app.snapshots is not None else None
+    assert isinstance(snapshots, SnapshotRecorder)
+    return snapshots
+
+
+def _snapshotted_beside_an_empty_account(ledgers: Callable[..., GameLedger]) -> GameLedger:
+    """A ledger where P1's account is snapshotted at version 200 and P2's is open, empty."""
+    app = ledgers()
+    _snapshotted(app)
+    app.open_account("c", "cashier", "P2")
+    return app
 
 
 def _named_as_unverified(env: dict[str, str], ledger: GameLedger, owner: str,
@@ -568,9 +580,7 @@ def test_a_genuine_snapshot_is_read_and_an_altered_one_passed_over_and_reported(
     # database does not hold, an altered one is passed over: the account comes from its
     # events, and the balance check names the snapshot.
     app = ledgers()
-    _snapshotted(app)
-    snapshots = app.snapshots.recorder if app.snapshots is not None else None
-    assert isinstance(snapshots, SnapshotRecorder)
+    snapshots = _snapshotted(app)
     account = ids.account_id("P1")
     assert [s.originator_version for s in snapshots.select_events(account)] == [200]
     table = f'"{env["POSTGRES_SCHEMA"]}".ledger_snapshots'
@@ -626,9 +636,7 @@ def test_snapshots_are_stored_under_a_topic_of_pitboss_and_one_no_class_answers_
     # Stored under the library's module path, a snapshot whose class moved made its account
     # unreadable ("its topic names no kind of event"), though every event of it was intact.
     app = ledgers()
-    _snapshotted(app)
-    snapshots = app.snapshots.recorder if app.snapshots is not None else None
-    assert isinstance(snapshots, SnapshotRecorder)
+    snapshots = _snapshotted(app)
     assert snapshots.signer is not None
     (taken,) = snapshots.select_events(ids.account_id("P1"))
     assert taken.topic == "pitboss:Snapshot"
@@ -670,9 +678,7 @@ def test_a_genuine_snapshot_copied_elsewhere_does_not_verify(
     # The tag covers the aggregate and the version: a signed snapshot moved to an earlier
     # version would have its later events applied twice, copied to another account would
     # give it the chips of the first.
-    app = ledgers()
-    _snapshotted(app)
-    app.open_account("c", "cashier", "P2")
+    _snapshotted_beside_an_empty_account(ledgers)
     table = f'"{env["POSTGRES_SCHEMA"]}".ledger_snapshots'
     with psycopg.connect(database.conninfo(), autocommit=True) as conn:
         if copied_to == "another version":
@@ -693,9 +699,7 @@ def test_a_snapshot_written_around_the_ledger_moves_no_chips(
         env: dict[str, str], forgery: str) -> None:
     # Whoever may insert snapshots (the service role may) but does not hold the shoe key
     # cannot give an account chips its events do not have.
-    app = ledgers()
-    _snapshotted(app)
-    app.open_account("c", "cashier", "P2")
+    app = _snapshotted_beside_an_empty_account(ledgers)
     p1, p2 = ids.account_id("P1"), ids.account_id("P2")
     rich: Any = app.repository.get(p1)
     rich.available += 50_000
