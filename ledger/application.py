@@ -512,7 +512,7 @@ class GameLedger(Application[UUID]):
                                           request_id=request_id, timestamp=now)
                 touched.append(shoe.record)
             moves = net_movements(produced)
-            memo = ", ".join(dict.fromkeys(type(x).__name__ for x in produced)) if moves else ""
+            memo = _memo(produced) if moves else ""
             for key, moved in moves.items():
                 account = (self._get(Account, ids.house_id(round_.table_id), "house account")
                            if key == HOUSE_KEY else self._account(key))
@@ -1464,6 +1464,15 @@ _NOT_SHOWN = frozenset({"originator_id", "originator_version", "timestamp", "ori
 def _field_names(cls: type) -> tuple[str, ...]:
     """The fields event class ``cls`` declares, in order."""
     return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def _memo(facts: Sequence[f.Fact]) -> str:
+    """What a command's postings say on each account's statement: the kinds of fact that moved
+    the chips, and a void's or a ruling's reason, so that a cashier, who may not read rounds,
+    can tell a player why (R-V1, R-V2)."""
+    kinds = ", ".join(dict.fromkeys(type(x).__name__ for x in facts))
+    return kinds + "".join(f"; reason: {x.reason}" for x in facts
+                           if isinstance(x, f.RoundVoided | f.RulingRecorded))
 
 
 def _describe(event: Any, hide: bool = False) -> dict[str, Any]:

@@ -273,6 +273,25 @@ def test_a_ruling_moves_chips_both_ways_and_cannot_take_back_more_than_a_player_
                                              {"P1": -2000}), InsufficientChips, "R-M3")
 
 
+def test_a_statement_says_why_a_void_or_a_ruling_moved_chips(make_ledger: MakeLedger) -> None:
+    # A cashier may not read rounds: the player's statement and the house's carry the reason.
+    desk = Desk(make_ledger(SteeredShuffle("TS TH TD 9S 7C 8D")))
+    app, r = desk.app, desk.stood_round(100, 100)
+
+    def last_memo(entries: dict[str, Any]) -> str:
+        memo: str = entries["items"][-1]["data"]["memo"]
+        return memo
+
+    assert "reason" not in last_memo(app.account_entries("P1"))  # a settlement has none
+    app.record_ruling("g1", "manager", r, "box 2 was paid short", [2], {"P2": 10})
+    assert last_memo(app.account_entries("P2")) == "RulingRecorded; reason: box 2 was paid short"
+    assert last_memo(app.house_entries(desk.table)) == last_memo(app.account_entries("P2"))
+    voided = desk.round()
+    desk.do("place_stake", voided, "P1", 1, 50)
+    app.void("v1", "manager", voided, "  wrong shoe ")
+    assert last_memo(app.account_entries("P1")) == "RoundVoided; reason: wrong shoe"
+
+
 @pytest.mark.parametrize("reason", ["", "   ", "x" * 501, "line\nbreak"])
 def test_a_table_closed_or_its_rules_changed_records_a_real_reason(
         make_ledger: MakeLedger, reason: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -142,11 +143,13 @@ def test_a_dealt_card_that_is_not_the_next_of_the_revealed_order_is_reported(mak
 
 
 def as_worded_then(state: str) -> str:
-    """An event's state (base64) with the settlement reasons reworded since (they now cite
-    their rule) as the first version wrote them: the round check takes either."""
+    """An event's state (base64) as the first version wrote it: the settlement reasons
+    reworded since (they now cite their rule; the round check takes either), and a posting's
+    memo without the void's or the ruling's reason it now carries."""
     raw = base64.b64decode(state)
     for now, then in REASONS_BEFORE.items():
         raw = raw.replace(f'"reason":"{now}"'.encode(), f'"reason":"{then}"'.encode())
+    raw = re.sub(rb'("memo":"[^"]*); reason: (?:[^"\\]|\\.)*"', rb'\1"', raw)
     return base64.b64encode(raw).decode()
 
 
