@@ -387,8 +387,16 @@ def resolve_database(
         folder = data_dir if data_dir is not None else environ.get("PITBOSS_DATA_DIR", "")
         settings = start_embedded(folder or DEFAULT_DATA_DIR, existing=existing)
     settings = replace(settings, **_limits_from(environ))
-    logger.info("database: %s (from %s)", settings.masked(), settings.source)
+    logger.info("database: %s (from %s)", settings.masked(), _origin(settings))
     return settings
+
+
+def _origin(settings: DatabaseSettings) -> str:
+    """Where the settings came from, as a log says it: ``pitboss serve`` hands the embedded
+    server it started to its workers as ``DATABASE_URL``, which no operator set."""
+    if settings.source == "DATABASE_URL" and (Path(settings.host) / "PG_VERSION").is_file():
+        return f"DATABASE_URL: the embedded PostgreSQL in {settings.host}"
+    return settings.source
 
 
 # --- the embedded server ---------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -150,10 +151,22 @@ def test_a_malformed_url_is_a_configuration_error():
         resolve_database({"DATABASE_URL": "postgresql://bob:s3cret@db:notaport/x"})
 
 
-def test_the_external_path_works_with_the_embedded_server_as_its_url(database):
-    settings = resolve_database({"DATABASE_URL": database.url()})
+def test_the_external_path_works_with_the_embedded_server_as_its_url(database, caplog):
+    with caplog.at_level(logging.INFO, logger="pitboss.database"):
+        settings = resolve_database({"DATABASE_URL": database.url()})
     assert settings.source == "DATABASE_URL"
     check_database(settings, timeout_s=5)
+    # As pitboss serve's workers get the server it started: the log says which it is.
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("database:")]
+    assert said == [f"database: {settings.masked()} (from DATABASE_URL: the embedded "
+                    f"PostgreSQL in {settings.host})"]
+
+
+def test_a_database_url_of_a_server_not_embedded_is_logged_as_that(caplog):
+    with caplog.at_level(logging.INFO, logger="pitboss.database"):
+        settings = resolve_database({"DATABASE_URL": "postgresql://bob@db.invalid:5432/x"})
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("database:")] \
+        == [f"database: {settings.masked()} (from DATABASE_URL)"]
 
 
 class RoundTripProbe(Aggregate):
@@ -242,8 +255,6 @@ def test_the_projection_worker_stopped_while_the_database_is_down_asks_it_nothin
         embedded_folder, caplog):
     # It reloaded its positions and logged them on the way out, each waiting out the connect
     # timeouts: stopped with the database down, it took 97 s to exit.
-    import logging
-
     from api.services import prepare_store
     from projections.worker import run_worker
 
