@@ -106,6 +106,12 @@ class FullMatch(validate.Regexp):
         return value
 
 
+def currency() -> fields.String:
+    """A table's or an account's currency: EUR unless named."""
+    return fields.String(load_default="EUR", validate=FullMatch(
+        r"^[A-Z]{3}$", error="Not a currency: a three-letter ISO code in capitals, such as EUR."))
+
+
 def printable(value: str) -> str:
     if not value.isprintable():
         raise ValidationError("Must be printable characters only.")
@@ -282,7 +288,7 @@ class RulesChoiceSchema(Schema):
 
 class OpenTableSchema(RulesChoiceSchema):
     name = text(NAME_MAX_CHARS, required=True)
-    currency = fields.String(load_default="EUR", validate=FullMatch(r"^[A-Z]{3}$"))
+    currency = currency()
 
 
 class ChangeRulesSchema(RulesChoiceSchema):
@@ -376,7 +382,7 @@ class RulingSchema(Schema):
 
 class OpenAccountSchema(Schema):
     player = player(required=True)
-    currency = fields.String(load_default="EUR", validate=FullMatch(r"^[A-Z]{3}$"))
+    currency = currency()
 
 
 class AmountSchema(Schema):
@@ -406,7 +412,8 @@ class ChainQuerySchema(Schema):
                                  f"{CHAIN_WALK_ROWS_MAX:,}; a longer chain is walked in parts "
                                  "(`next_after`)."})
     expected_head = fields.String(
-        validate=FullMatch(f"^{HEAD_PATTERN}$"),
+        validate=FullMatch(f"^{HEAD_PATTERN}$", error="Not a head: 64 lower-case hex digits, "
+                           "as /audit/chain/head gives it."),
         metadata={"description": "A head kept outside the database (`/audit/chain/head`): "
                                  "the link the walk carries at `expected_at` (recomputed, or "
                                  "past an altered event the one stored) must be this one."})

@@ -63,7 +63,7 @@ def settings_named() -> Iterator[None]:
             "overrides" if error.field in _RULES else None)
         if member is None:
             raise
-        raise RuleSetInvalid(f"{member}.{error.field}", error.reason) from None
+        raise RuleSetInvalid(f"{member}.{error.field}", error.reason, error.rule) from None
 
 
 def rules_from(body: dict[str, Any]) -> RuleSet:

@@ -266,7 +266,7 @@ class GameLedger(Application[UUID]):
     def close_table(self, request_id: str, actor: str, table_id: UUID, reason: str) -> None:
         """Close a table between rounds; its shoe retires and is revealed (R-H2)."""
         table_id = _uuid(table_id, "table")
-        _check_reason(reason, "R-H2")
+        _check_reason(reason, "")
 
         def body() -> tuple[Result, list[Aggregate]]:
             table = self._get(Table, table_id, "table")
@@ -289,7 +289,7 @@ class GameLedger(Application[UUID]):
         """Reopen a closed table, with the reason if one is given."""
         table_id = _uuid(table_id, "table")
         if reason:
-            _check_reason(reason, "R-H2")
+            _check_reason(reason, "")
 
         def body() -> tuple[Result, list[Aggregate]]:
             table = self._get(Table, table_id, "table")
@@ -821,7 +821,7 @@ class GameLedger(Application[UUID]):
             with self._reading(Account, ids.house_id(table_id), "house account") as account:
                 return account.summary()
         except NotFound:
-            raise NotFound(f"There is no house account for table {table_id}.", "R-M4") from None
+            raise NotFound(f"There is no house account for table {table_id}.") from None
 
     def account_entries(self, player: str, *, after: int = 0,
                         limit: int = 100) -> dict[str, Any]:
@@ -841,7 +841,7 @@ class GameLedger(Application[UUID]):
         house_id = ids.house_id(table_id)
         page = self._events_page(house_id, after, limit)
         if not page["items"] and not self._exists(house_id):
-            raise NotFound(f"There is no house account for table {table_id}.", "R-M4")
+            raise NotFound(f"There is no house account for table {table_id}.")
         return page
 
     def table_events(self, table_id: UUID, *, after: int = 0,
@@ -1203,8 +1203,8 @@ class GameLedger(Application[UUID]):
         current = self._get(Round, table.round_id, "round")
         if current.machine.phase not in (SETTLED, VOIDED):
             raise RoundInPlay(f"Round {current.round_no} at table {table.name} is still in "
-                              f"play ({current.machine.phase}); settle or void it first.",
-                              "R-V1")
+                              f"play ({current.machine.phase}): the dealer finishes it, or a "
+                              "manager voids it.", "R-V1")
         return (current,)
 
     def _why_replace_shoe(self, shoe_id: UUID, rules: RuleSet,

@@ -26,10 +26,11 @@ class LedgerError(Exception):
 
 
 class RuleSetInvalid(LedgerError):
-    """A rule-set or table setting is out of range; names the field."""
+    """A rule-set or table setting is out of range; names the field, and the rule: R-S1 for
+    a rule set, R-X15 for the table's limits."""
 
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"Setting '{field}' is invalid: {reason}.", "R-S1", field=field)
+    def __init__(self, field: str, reason: str, rule: str = "R-S1") -> None:
+        super().__init__(f"Setting '{field}' is invalid: {reason}.", rule, field=field)
         self.field: str = field
         self.reason = reason
 

@@ -92,6 +92,9 @@ class RuleSet:
         return replace(self, **changes)
 
 
+_LIMITS = "R-X15"  # what a refused table limit cites: limits are the table's own settings
+
+
 @dataclass(frozen=True, slots=True)
 class TableLimits:
     """Settings of a table, not of the preset (R-X15), in minor units."""
@@ -106,18 +109,19 @@ class TableLimits:
         for f in fields(self):
             value = getattr(self, f.name)
             if type(value) is not int or value < 1:
-                raise RuleSetInvalid(f.name, "it must be a whole number of at least 1")
+                raise RuleSetInvalid(f.name, "it must be a whole number of at least 1", _LIMITS)
         if self.table_max < self.table_min:
-            raise RuleSetInvalid("table_max", "it is below the table minimum")
+            raise RuleSetInvalid("table_max", f"the table maximum {self.table_max} is below the "
+                                 f"table minimum {self.table_min}", _LIMITS)
         for name in ("table_min", "table_max", "min_chip"):
             if getattr(self, name) % self.min_unit:
                 raise RuleSetInvalid(name, f"it must be a multiple of the minimum unit "
-                                     f"{self.min_unit}")
+                                     f"{self.min_unit}", _LIMITS)
         if self.boxes > 12:
-            raise RuleSetInvalid("boxes", "a table has at most 12 boxes")
+            raise RuleSetInvalid("boxes", "a table has at most 12 boxes", _LIMITS)
         if self.table_max > AMOUNT_MAX:
             raise RuleSetInvalid("table_max", f"it exceeds the largest supported amount "
-                                 f"({AMOUNT_MAX})")
+                                 f"({AMOUNT_MAX})", _LIMITS)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> TableLimits:
         return self  # immutable
@@ -130,7 +134,7 @@ class TableLimits:
         known = {f.name for f in fields(cls)}
         for key in data:
             if key not in known:
-                raise RuleSetInvalid(key, "there is no such table setting")
+                raise RuleSetInvalid(key, "there is no such table setting", _LIMITS)
         return cls(**data)
 
 

@@ -364,8 +364,9 @@ class RoundMachine:
         if self._betting_changes_spent():
             then = ("deal it with the stakes in place, or a manager voids it" if self.boxes
                     else "no stake is left on it: a manager voids it")
+            # A limit on requests (no rule of RULES.md states it): no rule cited.
             raise BetRefused(f"This round has taken {BETTING_CHANGES_MAX} stakes placed and "
-                             f"withdrawn, the most one round takes: {then}.", "R-X14")
+                             f"withdrawn, the most one round takes: {then}.")
 
     def close_betting(self, draw: Draw) -> list[f.Fact]:
         """Close betting and make the initial deal (R-C8, R-G2, R-W3)."""
@@ -529,7 +530,7 @@ class RoundMachine:
         t = self.turn()
         if t is not None:
             raise NotYourTurn(f"Box {t[0]}, hand {t[1]} has not finished; the dealer plays "
-                              "after every box.", "R-G8")
+                              "after every box (hands play left to right, box by box).", "R-C3")
         self._begin()
         return self._drawing(lambda: self._dealer_draws(draw, peek))
 
@@ -564,8 +565,9 @@ class RoundMachine:
             raise DecisionRefused(f"A ruling needs a reason of 1 to {REASON_MAX_CHARS} "
                                   "characters.", "R-V2")
         if len(self.rulings) >= RULINGS_MAX:
+            # A limit on a round's size (no rule of RULES.md states it): no rule cited.
             raise DecisionRefused(f"This round has {RULINGS_MAX} rulings, the most one round "
-                                  "takes.", "R-V2")
+                                  "takes; it records no more.")
         last = self.facts + 1
         if not corrects or any(type(v) is not int or not 1 <= v <= last for v in corrects) \
                 or len(set(corrects)) != len(corrects):
@@ -706,6 +708,8 @@ class RoundMachine:
         if (f.MAIN, bettor, box, 0) not in self.open_stakes:
             if bettor in b.bettors and hand.status != LIVE:
                 return f"Box {box} is already {hand.status}.", _STATUS_RULE[hand.status]
+            if bettor in b.initial:  # staked, settled, and the hand still live: even money
+                return f"{bettor} has already taken even money on box {box}.", "R-C6"
             return f"{bettor} has no open stake on box {box}.", "R-C6"
         if not self.is_natural(b, hand) or hand.status != LIVE:
             return f"Box {box} does not hold a natural.", "R-C6"
@@ -1237,7 +1241,7 @@ def _split_value(card: Card) -> int:
 
 def _check_bettor(bettor: str) -> None:
     if not isinstance(bettor, str) or not 1 <= len(bettor) <= 64:
-        raise BetRefused("A bettor is named by 1 to 64 characters.", "R-C8")
+        raise BetRefused("A bettor is named by 1 to 64 characters.")
 
 
 def _check_amount(amount: int, min_unit: int) -> None:

@@ -131,7 +131,10 @@ def test_refusals_are_typed_and_store_nothing(make_ledger: MakeLedger) -> None:
     desk.do("hit", r, "P1", 1, 0)
     unchanged(app, lambda: desk.do("surrender", r, "P2", 2), DecisionRefused, "R-X3")
     # What comes next at the table waits for the round; a table's name is its own.
-    unchanged(app, lambda: desk.round(), RoundInPlay, "R-V1")
+    in_play = unchanged(app, lambda: desk.round(), RoundInPlay, "R-V1")
+    # Said to a dealer, who cannot void: what each of them does.
+    assert in_play.message.endswith("is still in play (playing): the dealer finishes it, or "
+                                    "a manager voids it.")
     unchanged(app, lambda: app.close_table(desk.rid(), "boss", desk.table, "shift end"),
               RoundInPlay, "R-V1")
     # No rule of RULES.md is about a table's name or its opening: none is cited.
@@ -298,7 +301,7 @@ def test_a_table_closed_or_its_rules_changed_records_a_real_reason(
     desk = Desk(make_ledger())
     app = desk.app
     unchanged(app, lambda: app.close_table("c", "manager", desk.table, reason),
-              DecisionRefused, "R-H2")
+              DecisionRefused, "")  # RULES.md has no rule on closing a table
     unchanged(app, lambda: app.change_rules("r", "manager", desk.table, CASINO_WILD,
                                             TableLimits(), reason), DecisionRefused, "R-S1")
     # And a void's or a ruling's, whoever calls the ledger (the API checks them first).

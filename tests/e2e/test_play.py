@@ -251,7 +251,10 @@ def test_a_manager_changes_the_rules_for_future_rounds_only(make_app):
     # A limit is named as the body holds it too: over the table's maximum of 500.
     low = http.post(f"/tables/{desk.table}/rules", {**body, "limits": {"table_min": 600}},
                     role="manager")
-    assert list(problem_of(low, 422)["errors"]) == ["limits.table_max"]
+    assert problem_of(low, 422)["errors"] == {"limits.table_max": [
+        "Setting 'limits.table_max' is invalid: the table maximum 500 is below the table "
+        "minimum 600."]}
+    assert problem_of(low, 422)["rule"] == "R-X15"  # the table's own settings, kept named
 
 
 def test_an_auditor_reads_who_put_the_rules_in_force_and_when_a_shoe_was_committed(make_app):

@@ -454,6 +454,7 @@ def test_an_unknown_id_is_404(http, path):
     body = problem_of(http.get(path.format(unknown)), 404)
     assert body["error"] == "NotFound"
     assert str(unknown) in body["detail"]  # the id sent, not one derived from it
+    assert body["rule"] is None  # no rule of RULES.md is about an id that names nothing
 
 
 def test_an_unknown_account_is_404_with_its_rule(http):
@@ -659,3 +660,18 @@ def test_a_dealer_opens_a_preset_as_it_is_and_a_manager_anything(http, extra):
     assert http.ok(http.post("/tables", body, role="manager"), 201)["name"] == "Own rules"
     assert http.ok(http.post("/tables", {"name": "Plain", "preset": "casino"}, role="dealer"),
                    201)["limits"]["table_max"] == 1000
+
+
+@pytest.mark.parametrize(("role", "path", "body"), [
+    ("manager", "/tables", {"name": "T", "preset": "casino", "currency": "eur"}),
+    ("cashier", "/accounts", {"player": "ann", "currency": "EURO"})])
+def test_a_currency_not_written_as_one_is_refused_saying_how_to_write_it(http, role, path, body):
+    problem = problem_of(http.post(path, body, role=role), 422)
+    assert problem["errors"] == {"currency": [
+        "Not a currency: a three-letter ISO code in capitals, such as EUR."]}
+
+
+def test_a_kept_head_not_written_as_one_is_refused_saying_how_to_write_it(http):
+    problem = problem_of(http.get("/audit/chain", expected_head="B" * 64), 422)
+    assert problem["errors"] == {"expected_head": [
+        "Not a head: 64 lower-case hex digits, as /audit/chain/head gives it."]}

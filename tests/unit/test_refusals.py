@@ -181,7 +181,8 @@ def test_an_amount_above_the_largest_supported_is_refused() -> None:
 @pytest.mark.parametrize("bettor", ["", "x" * 65, None, 7])
 def test_a_bettor_without_a_proper_name_is_refused(bettor: Any) -> None:
     r = table()
-    refused(r, BetRefused, "R-C8", lambda: r.bet(bettor, 1), match="1 to 64 characters")
+    # RULES.md has no rule on names: none is cited.
+    refused(r, BetRefused, "", lambda: r.bet(bettor, 1), match="1 to 64 characters")
 
 
 def test_withdrawing_a_stake_nobody_placed_is_refused() -> None:
@@ -523,7 +524,8 @@ def test_even_money_after_a_card_has_left_the_shoe_is_refused() -> None:
 
 def test_even_money_taken_twice_is_refused() -> None:
     r = two_boxes("AS 9H AD KS 9C").even_money("P1", 1)
-    refused(r, DecisionRefused, "R-C6", lambda: r.even_money("P1", 1), match="no open stake")
+    refused(r, DecisionRefused, "R-C6", lambda: r.even_money("P1", 1),
+            match="P1 has already taken even money on box 1")
 
 
 def test_even_money_on_a_natural_forfeited_to_a_wild_card_cites_the_forfeit() -> None:
@@ -604,11 +606,11 @@ def test_even_money_is_refused_while_a_co_bettor_answer_is_pending() -> None:
     refused(r, NotYourTurn, "R-X9", lambda: r.even_money("P4", 2))
 
 
-# == the dealer and settlement (R-G8, R-G5) ====================================================
+# == the dealer and settlement (R-C3, R-G5) ====================================================
 
 def test_the_dealer_cannot_play_before_every_hand_has_finished() -> None:
     r = two_boxes("TS 9H 7D 6S 9C").stand("P1", 1)
-    refused(r, NotYourTurn, "R-G8", lambda: r.dealer(), match="Box 2, hand 0 has not finished")
+    refused(r, NotYourTurn, "R-C3", lambda: r.dealer(), match="Box 2, hand 0 has not finished")
 
 
 def test_settling_before_the_dealer_has_played_is_refused() -> None:
@@ -727,7 +729,8 @@ def test_a_round_takes_a_bounded_number_of_rulings() -> None:
     r = settled_round()
     for n in range(RULINGS_MAX):
         r.m.record_ruling(f"correction {n}", [5], {"P1": 1})
-    refused(r, DecisionRefused, "R-V2",
+    # A limit on a round's size, which no rule states: none is cited.
+    refused(r, DecisionRefused, "",
             lambda: r.m.record_ruling("one more", [5], {"P1": 1}), match="the most one round")
 
 
@@ -738,16 +741,16 @@ def test_a_round_takes_a_bounded_number_of_stakes_placed_and_withdrawn() -> None
     while r.m.facts < BETTING_CHANGES_MAX:
         r.bet("P1", 1)
         r.m.withdraw_stake("P1", 1)
-    refused(r, BetRefused, "R-X14", lambda: r.bet("P1", 1),
+    refused(r, BetRefused, "", lambda: r.bet("P1", 1),
             match="the most one round takes: no stake is left on it: a manager voids it")
-    refused(r, BetRefused, "R-X14", lambda: r.m.withdraw_stake("P1", 1),
+    refused(r, BetRefused, "", lambda: r.m.withdraw_stake("P1", 1),
             match="the most one round")
     assert [x.decision for x in r.m.legal()] == ["void"]  # nor are they offered
     # A limit on requests, not a rule: a round recorded before it, with more, re-adjudicates.
     r.m.betting_changes_max = None
     r.bet("P1", 1).bet("P2", 2)
     r.m.betting_changes_max = BETTING_CHANGES_MAX
-    refused(r, BetRefused, "R-X14", lambda: r.bet("P3", 3),
+    refused(r, BetRefused, "", lambda: r.bet("P3", 3),
             match="deal it with the stakes in place, or a manager voids it")
     r.deal().stand("P1", 1).stand("P2", 2).finish()
     recorded = list(r.emitted)

@@ -96,6 +96,24 @@ def test_an_unknown_preset_is_refused_naming_the_preset_field() -> None:
     assert e.value.rule == "R-S1"
 
 
+@pytest.mark.parametrize(("limits", "field"), [
+    ({"table_min": 100, "table_max": 50}, "table_max"), ({"boxes": 13}, "boxes"),
+    ({"min_chip": 0}, "min_chip"), ({"min_unit": 2, "min_chip": 5}, "min_chip"),
+    ({"jokers": 2}, "jokers")])
+def test_a_refused_table_limit_cites_r_x15_not_the_rule_sets_rule(
+        limits: dict[str, Any], field: str) -> None:
+    with pytest.raises(RuleSetInvalid) as e:
+        TableLimits.from_dict(limits)
+    assert (e.value.field, e.value.rule) == (field, "R-X15")
+
+
+def test_a_maximum_below_the_minimum_is_refused_with_both_figures() -> None:
+    # A manager who raised only the minimum is told both, not only that the maximum is wrong.
+    with pytest.raises(RuleSetInvalid, match="the table maximum 1000 is below the table "
+                                             "minimum 2000"):
+        TableLimits(table_min=2000)
+
+
 def test_table_limit_defaults_are_those_of_r_x15() -> None:
     limits = TableLimits()
     assert (limits.table_min, limits.table_max, limits.min_chip, limits.min_unit) == (
