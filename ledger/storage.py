@@ -77,6 +77,7 @@ from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool, PoolTimeout, TooManyRequests
 
+from ledger.aggregates.account import Account
 from ledger.errors import QueryRefused
 from ledger.sealing import SnapshotSigner
 
@@ -239,6 +240,9 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
                 if self._readable(s) is None]
 
 
+_INDEXES = ("postings_by_round", "foreign_topics", "accounts_opened")
+
+
 class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
     """The application recorder with an append-only, hash-chained event table."""
 
@@ -264,6 +268,13 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
                                       f"{quote(self.notification_id_index_name)}"),
             **{f"{t}_name": literal(f"{events_table_name}_{t}")
                for t in ("immutable", "no_truncate", "chained")},
+            **{name: quote(f"{events_table_name}_{name}") for name in _INDEXES},
+            **{f"{name}_regclass": literal(f"{quote(datastore.schema)}."
+                                           f"{quote(f'{events_table_name}_{name}')}")
+               for name in _INDEXES},
+            "posting_round": POSTING_ROUND, "ledger_topics": literal(LEDGER_TOPICS),
+            "posted_topic": literal(Account.Posted.TOPIC),
+            "opened_topic": literal(Account.Created.TOPIC),
         }
         self._append = _Append(f"{names['schema']}.{names['insert']}")
         # The library's CREATE UNIQUE INDEX IF NOT EXISTS locks the event table against
@@ -671,6 +682,14 @@ def _once(trigger: str, create: str) -> str:
     return f"DO $$ BEGIN IF NOT EXISTS ({exists}) THEN {create}; END IF; END $$"
 
 
+def _index(name: str, definition: str) -> str:
+    """Create an index of the event table only where it is missing, as the notification
+    index is: ``{name}`` is formatted with the recorder's names, its name the table's own."""
+    return ("DO $$ BEGIN IF to_regclass({" + name + "_regclass}) IS NULL THEN "
+            "CREATE INDEX {" + name + "} ON {schema}.{table} " + definition
+            + "; END IF; END $$")
+
+
 # The refusing triggers' function body, as installed and as the chain walk expects to find it.
 _REFUSE_BODY = """
        BEGIN
@@ -678,6 +697,30 @@ _REFUSE_BODY = """
            USING ERRCODE = 'insufficient_privilege',
                  HINT = 'Correct a record with a new event (R-V2).';
        END """
+
+# A posting's round id as the ledger's transcoder writes it, up to the id itself: 32
+# lower-case hex digits follow, then '"}', which closes the id's object.
+ROUND_ID_KEY = b'"round_id":{"_type_":"uuid_hex","_data_":"'
+LEDGER_TOPICS = "pitboss:%"  # every topic the ledger writes begins so (a LIKE pattern)
+
+
+def _posting_round() -> str:
+    """SQL for the round a stored posting names, as its 32 hex digits (bytea), where it is
+    written as the ledger writes it: the field's name once, no escape anywhere, the id's object
+    closed after its digits (no second ``_data_``); NULL for any other spelling, which only a
+    decode reads. The index of postings by round holds it; a query spells it the same to use
+    that index."""
+    name = ROUND_ID_KEY[:ROUND_ID_KEY.index(b'"', 1) + 1]
+    key, name_sql = f"'\\x{ROUND_ID_KEY.hex()}'::bytea", f"'\\x{name.hex()}'::bytea"
+    at, skip = f"position({key} IN state)", len(ROUND_ID_KEY)
+    return (f"CASE WHEN {at} > 0 AND position('\\x5c'::bytea IN state) = 0 "
+            f"AND position({name_sql} IN state) = {at} "
+            f"AND position({name_sql} IN substring(state FROM {at} + 1)) = 0 "
+            f"AND encode(substring(state FROM {at} + {skip} FOR 34), 'escape') "
+            f"~ '^[0-9a-f]{{32}}\"}}$' THEN substring(state FROM {at} + {skip} FOR 32) END")
+
+
+POSTING_ROUND = _posting_round()
 
 _STATEMENTS = (
     # Guarded, not IF NOT EXISTS, like the ALTER TABLEs below.
@@ -745,6 +788,13 @@ _STATEMENTS = (
        END $$""",
     # It runs with its owner's rights: only roles granted EXECUTE may append.
     "REVOKE ALL ON FUNCTION {schema}.{insert}(uuid[], bigint[], text[], bytea[]) FROM PUBLIC",
+    # The round check's postings naming a round, found without reading its players' whole
+    # histories (with 200,000 entries among them a check took a second, growing with them):
+    # postings by the round they name, and events under a topic the ledger does not write.
+    # The balance check's accounts opened, found without reading the whole log.
+    _index("postings_by_round", "(({posting_round})) WHERE topic = {posted_topic}"),
+    _index("foreign_topics", "(originator_id) WHERE topic NOT LIKE {ledger_topics}"),
+    _index("accounts_opened", "(notification_id) WHERE topic = {opened_topic}"),
 )
 
 
@@ -990,30 +1040,33 @@ def newest_without(recorder: LedgerRecorder, topic: str, ending: str,
     return UUID(str(rows[0]["originator_id"])) if rows else None
 
 
-def events_that_may_name(recorder: LedgerRecorder, originator_ids: Sequence[UUID], topic: str,
-                         others: Sequence[str], key: bytes, value: bytes) -> list[StoredEvent]:
-    """The events of ``originator_ids`` that may hold ``value`` in a field, by originator and
-    version, in one query. ``key`` is the field's JSON as the ledger writes it up to its value,
-    which follows as 32 lowercase hex digits, ``"`` and the ``}`` that closes the value's
-    object (nothing else in it: no second ``_data_``). The server reads each originator's
-    history and leaves out only what provably names something else: events of the ``others``
-    topics, and events of ``topic`` written as the ledger writes them (no escape, the field's
-    name once) whose field holds another value. Any other spelling comes back, to be decoded
-    and decided on."""
-    name = key[:key.index(b'"', 1) + 1]  # the field's name, quoted
-    return [_stored(r) for r in _fetched(
-        recorder, "SELECT originator_id, originator_version, topic, state FROM (SELECT *, "
-                  "position(%(key)s IN state) AS at FROM {table} WHERE originator_id = "
-                  "ANY(%(ids)s) AND NOT topic = ANY(%(others)s)) AS e WHERE NOT ("
-                  "topic = %(topic)s AND at > 0 AND position('\\x5c'::bytea IN state) = 0 "
-                  "AND position(%(name)s IN state) = at "
-                  "AND position(%(name)s IN substring(state FROM at + 1)) = 0 "
-                  "AND encode(substring(state FROM at + %(skip)s FOR 34), 'escape') "
-                  "~ '^[0-9a-f]{{32}}\"}}$' "
-                  "AND substring(state FROM at + %(skip)s FOR 32) <> %(value)s) "
-                  "ORDER BY originator_id, originator_version",
-        {"ids": list(originator_ids), "topic": topic, "others": list(others), "key": key,
-         "name": name, "skip": len(key), "value": value})]
+def _postings_that_may_name() -> str:
+    # The indexes' predicates and expression written out, not passed as parameters: a plan
+    # made for any parameters could not use an index whose predicate it cannot prove.
+    named = POSTING_ROUND.replace("{", "{{").replace("}", "}}")  # formatted with {table}
+    posted, foreign = literal(Account.Posted.TOPIC), literal(LEDGER_TOPICS).replace("%", "%%")
+    return ("SELECT originator_id, originator_version, topic, state FROM {table} "
+            f"WHERE topic = {posted} AND originator_id = ANY(%(ids)s) "
+            f"AND ({named} = %(value)s OR {named} IS NULL) "
+            "UNION ALL SELECT originator_id, originator_version, topic, state FROM {table} "
+            f"WHERE topic NOT LIKE {foreign} AND originator_id = ANY(%(ids)s) "
+            "ORDER BY originator_id, originator_version")
+
+
+# What postings_that_may_name reads (``{table}``: the event table), found by two indexes.
+POSTINGS_THAT_MAY_NAME = _postings_that_may_name()
+
+
+def postings_that_may_name(recorder: LedgerRecorder, originator_ids: Sequence[UUID],
+                           round_hex: bytes) -> list[StoredEvent]:
+    """The events of ``originator_ids`` that may be postings naming the round whose id is
+    ``round_hex`` (32 lower-case hex digits), by originator and version, found by index: the
+    postings written as the ledger writes them that name it, every posting spelt otherwise,
+    and every event under a topic the ledger does not write (which the event store library may
+    still read as a posting, by the class's module path). Whatever comes back is decoded and
+    decided on. Events under the ledger's other topics are of other classes: never postings."""
+    return [_stored(r) for r in _fetched(recorder, POSTINGS_THAT_MAY_NAME,
+                                         {"ids": list(originator_ids), "value": round_hex})]
 
 
 def first_events(recorder: LedgerRecorder, originator_ids: Sequence[UUID]) -> list[StoredEvent]:

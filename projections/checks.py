@@ -33,7 +33,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.postgres import PostgresApplicationRecorder
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier, Literal
 
 from ledger.aggregates.account import Account
 from ledger.application import GameLedger, reading_record, unreplayable
@@ -161,13 +161,20 @@ def _unsigned(ledger: GameLedger, rows: list[dict[str, Any]]) -> list[str]:
             for account_id, version in snapshots.unverified(list(by_id))]
 
 
+def accounts_opened(events: Identifier) -> Composed:
+    """The accounts opened in the event table ``events`` after one notification id and at or
+    before another (the parameters). The topic is written out, as the index of accounts
+    opened is defined: a plan made for any topic could not use it, and read the whole log."""
+    return SQL("SELECT originator_id, notification_id FROM {} WHERE topic = {} "
+               "AND notification_id > %s AND notification_id <= %s").format(
+                   events, Literal(Account.Created.TOPIC))
+
+
 def _missing(view: BalancesView, recorder: PostgresApplicationRecorder, events: Identifier,
              low: int, high: int, position: int) -> list[str]:
     """Accounts opened after ``low`` and at or before ``high`` without a row."""
     with recorder.datastore.transaction(commit=False) as curs:
-        curs.execute(SQL("SELECT originator_id, notification_id FROM {} WHERE topic = %s "
-                         "AND notification_id > %s AND notification_id <= %s").format(events),
-                     (Account.Created.TOPIC, low, high))
+        curs.execute(accounts_opened(events), (low, high))
         opened = {row["originator_id"]: row["notification_id"] for row in curs.fetchall()}
     if not opened:
         return []

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from eventsourcing.persistence import OperationalError, StoredEvent
 from eventsourcing.utils import get_topic
+from psycopg.sql import SQL, Composable, Identifier
 
 from api.database import DatabaseSettings
 from ledger import storage
@@ -47,6 +48,7 @@ from ledger.storage import (
     link,
     verify_chain,
 )
+from projections.checks import accounts_opened
 from projections.engine import Engine, Reader
 from projections.queries import ReadModels
 from tests.faults import (
@@ -1221,6 +1223,45 @@ def test_a_round_check_finds_chips_posted_around_it_behind_later_rounds(
     assert ledgers().check_round(r) == [
         "the postings naming this round on P1's account move 300 available and 0 held; "
         "the round's events move 0 and 0: chips were posted around the round (R-M4)"]
+
+
+def _indexes_planned(recorder: LedgerRecorder, statement: Any, params: Any) -> set[str]:
+    """The indexes PostgreSQL plans to read ``statement`` by, the event table analysed."""
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute(f"ANALYZE {recorder.qualified_table}")
+        query = statement if isinstance(statement, Composable) else SQL(statement)
+        curs.execute(SQL("EXPLAIN (FORMAT JSON) ") + query, params)
+        row = curs.fetchone()
+    assert row is not None
+    return set(re.findall(r'"Index Name": "([^"]+)"', json.dumps(row["QUERY PLAN"])))
+
+
+def test_the_checks_find_a_rounds_postings_and_the_accounts_opened_by_index(
+        ledgers: Callable[..., GameLedger]) -> None:
+    # A player's long history (here 2,000 entries of other rounds) is not read to check one
+    # round: with 200,000 entries among its players, a check took a second. Nor is the whole
+    # log read for the accounts opened, at each balance check.
+    app = ledgers()
+    _, r = open_round(app)
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    player: Any = app.repository.get(ids.account_id("P1"))
+    append_around_the_ledger(app, *[player.Posted(
+        originator_id=player.id, originator_version=player.version + n,
+        timestamp=player.modified_on, round_id=uuid4(), held_delta=0, available_delta=0,
+        memo="StakeSettled", actor="dealer", request_id=f"other-{n}") for n in range(1, 2001)])
+    table = recorder.events_table_name
+    statement = storage.POSTINGS_THAT_MAY_NAME.format(table=recorder.qualified_table)
+    assert _indexes_planned(recorder, statement, {
+        "ids": [player.id, ids.account_id("P2")], "value": r.hex.encode()}) \
+        == {f"{table}_postings_by_round", f"{table}_foreign_topics"}
+    assert _indexes_planned(recorder, accounts_opened(
+        Identifier(recorder.datastore.schema, table)), (0, 10**9)) == {f"{table}_accounts_opened"}
+    # And what they find is the round's own: P1's hold of its stake, not the 2,000 others.
+    (hold,) = storage.postings_that_may_name(recorder, [player.id], r.hex.encode())
+    posting: Any = app.mapper.to_domain_event(hold)
+    assert posting.round_id == r
+    assert ledgers().check_round(r) == []
 
 
 def _stand_around_the_ledger(app: GameLedger, r: UUID, request_id: str, actor: str) -> None:
