@@ -503,11 +503,16 @@ def keys_revoke(name: tuple[str, ...], keys_file: Path | None) -> None:
 # --- simulate and replay ---------------------------------------------------------------------
 
 
+PROGRESS_LINE_S = 5.0  # off a terminal, the longest a progress line waits for the next
+
+
 @contextmanager
-def _progress(length: int, label: str, *, shown: bool = True) -> Iterator[Callable[[int], None]]:
+def _progress(length: int, label: str, *, shown: bool = True,
+              clock: Callable[[], float] = time.monotonic) -> Iterator[Callable[[int], None]]:
     """Progress on stderr, told how far the work has reached (as often as it likes: it is
     drawn a thousandth at a time): a bar on a terminal; elsewhere (a log, a pipe), where a bar
-    shows nothing until the end, a line at each tenth."""
+    shows nothing until the end, a line at each tenth, and one after ``PROGRESS_LINE_S`` of
+    work without (a chain walk of millions of events went silent for minutes)."""
     if not shown:
         yield lambda _: None
         return
@@ -520,13 +525,16 @@ def _progress(length: int, label: str, *, shown: bool = True) -> Iterator[Callab
             yield to_bar
             bar.render_progress()  # the last update may not have been drawn
         return
-    tenths = [0]
+    last = {"tenth": 0, "reached": 0, "at": clock()}
 
     def to_lines(reached: int) -> None:
         tenth = 10 if length <= 0 else min(10, reached * 10 // length)
-        if tenth > tenths[0]:
-            tenths[0] = tenth
-            click.echo(f"{label}: {min(reached, length):,} of {length:,} ({tenth * 10}%)",
+        now = clock()
+        if tenth > last["tenth"] or (reached > last["reached"]
+                                     and now - last["at"] >= PROGRESS_LINE_S):
+            last.update(tenth=tenth, reached=reached, at=now)
+            percent = 100 if length <= 0 else min(100, reached * 100 // length)
+            click.echo(f"{label}: {min(reached, length):,} of {length:,} ({percent}%)",
                        err=True)
     click.echo(f"{label}: 0 of {length:,}", err=True)
     yield to_lines

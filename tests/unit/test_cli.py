@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from api import cli
 from api.cli import gunicorn_argv, main
 
 
@@ -34,3 +36,23 @@ def test_serve_refuses_a_malformed_database_url_with_a_clear_message():
     assert result.exit_code == 1
     assert "DATABASE_URL must start with postgresql://" in result.output
     assert "s3cret" not in result.output
+
+
+def test_progress_off_a_terminal_gives_a_line_at_each_tenth_and_after_a_long_silence(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # A chain walk of millions of events, off a terminal, went silent for minutes between
+    # two tenths: a line also comes when PROGRESS_LINE_S passed since the last one.
+    now = [0.0]
+    with cli._progress(1000, "walking", clock=lambda: now[0]) as reached:
+        reached(50)  # quickly: no line
+        now[0] += cli.PROGRESS_LINE_S
+        reached(60)  # after the silence: a line
+        now[0] += cli.PROGRESS_LINE_S
+        reached(60)  # nothing more done: no line
+        reached(100)  # a tenth: a line
+        now[0] += cli.PROGRESS_LINE_S / 2
+        reached(150)
+        reached(1000)
+    assert capsys.readouterr().err.splitlines() == [
+        "walking: 0 of 1,000", "walking: 60 of 1,000 (6%)", "walking: 100 of 1,000 (10%)",
+        "walking: 1,000 of 1,000 (100%)"]
