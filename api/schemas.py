@@ -13,7 +13,8 @@ from dataclasses import fields as dataclass_fields
 from functools import cache
 from typing import Any, Final
 
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate, validates_schema
+import marshmallow
+from marshmallow import EXCLUDE, ValidationError, fields, validate, validates_schema
 
 from ledger.application import (
     NAME_MAX_CHARS,
@@ -95,6 +96,14 @@ class QueryBoolean(fields.Boolean):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(truthy={"true"}, falsy={"false"}, **kwargs)
+
+
+class Schema(marshmallow.Schema):
+    """The API's schemas: a body, or an object in one, that is not a JSON object is told so in
+    words (marshmallow's own: "Invalid input type.")."""
+
+    # A class attribute marshmallow reads as a dict.
+    error_messages = {"type": "Not a JSON object: give the members in braces, {...}."}  # noqa: RUF012
 
 
 class FullMatch(validate.Regexp):

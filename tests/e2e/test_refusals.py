@@ -307,9 +307,19 @@ def test_a_reason_of_only_spaces_is_refused(desk):
     assert "reason" in problem_of(answer, 422)["errors"]
 
 
-def test_a_body_that_is_not_an_object_is_422(desk):
-    response = desk.http.post(ROUND.format(desk.round_id), [1, 2])
-    assert "body" in problem_of(response, 422)["errors"]
+NOT_AN_OBJECT = "Not a JSON object: give the members in braces, {...}."
+
+
+@pytest.mark.parametrize("body", [[1, 2], "ann", 5])
+def test_a_body_that_is_not_an_object_is_422_saying_so(desk, body):
+    response = desk.http.post(ROUND.format(desk.round_id), body)
+    assert problem_of(response, 422)["errors"] == {"body": [NOT_AN_OBJECT]}
+
+
+def test_a_member_that_is_not_an_object_is_422_saying_so(http):
+    response = http.post("/tables", {"name": "T", "preset": "casino", "limits": 7},
+                         role="manager")
+    assert problem_of(response, 422)["errors"] == {"limits": [NOT_AN_OBJECT]}
 
 
 @pytest.mark.parametrize(("query", "field"), [
@@ -675,3 +685,4 @@ def test_a_kept_head_not_written_as_one_is_refused_saying_how_to_write_it(http):
     problem = problem_of(http.get("/audit/chain", expected_head="B" * 64), 422)
     assert problem["errors"] == {"expected_head": [
         "Not a head: 64 lower-case hex digits, as /audit/chain/head gives it."]}
+
