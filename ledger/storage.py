@@ -80,6 +80,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout, TooManyRequests
 from ledger.aggregates.account import Account
 from ledger.errors import QueryRefused
 from ledger.sealing import SnapshotSigner
+from ledger.transcoding import TOPIC_PREFIX
 
 _log = logging.getLogger("pitboss.ledger")
 
@@ -701,7 +702,7 @@ _REFUSE_BODY = """
 # A posting's round id as the ledger's transcoder writes it, up to the id itself: 32
 # lower-case hex digits follow, then '"}', which closes the id's object.
 ROUND_ID_KEY = b'"round_id":{"_type_":"uuid_hex","_data_":"'
-LEDGER_TOPICS = "pitboss:%"  # every topic the ledger writes begins so (a LIKE pattern)
+LEDGER_TOPICS = TOPIC_PREFIX + "%"  # every topic the ledger writes begins so (LIKE)
 
 
 def _posting_round() -> str:
@@ -1064,7 +1065,10 @@ def postings_that_may_name(recorder: LedgerRecorder, originator_ids: Sequence[UU
     postings written as the ledger writes them that name it, every posting spelt otherwise,
     and every event under a topic the ledger does not write (which the event store library may
     still read as a posting, by the class's module path). Whatever comes back is decoded and
-    decided on. Events under the ledger's other topics are of other classes: never postings."""
+    decided on. Events under the ledger's other topics are never postings: each names another
+    class, and one that the library resolves to a posting all the same (a spelling such as
+    ``pitboss:Account.Posted.``) does not decode (:class:`~ledger.transcoding.CheckedMapper`),
+    and fails every read of its account."""
     return [_stored(r) for r in _fetched(recorder, POSTINGS_THAT_MAY_NAME,
                                          {"ids": list(originator_ids), "value": round_hex})]
 

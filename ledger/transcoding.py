@@ -86,9 +86,15 @@ class LedgerTranscoder(JSONTranscoder):
         return self._reused.encode(obj).encode("utf8")
 
 
+# Every topic pitboss writes begins so; each names one class, whose TOPIC it is.
+TOPIC_PREFIX = "pitboss:"
+
+
 class CheckedMapper(Mapper[UUID]):
     """The library's mapper, refusing a stored event it cannot make whole: unreadable state,
-    an unknown topic, a field its class needs that the state lacks (the library would make
+    an unknown topic, a topic of pitboss's that is not its class's own (the library resolves
+    ``pitboss:Account.Posted.`` to the posting too: a record read by topic could miss one
+    forged so), a field its class needs that the state lacks (the library would make
     the event all the same, and the missing field would fail later, wherever it is read), or
     a field whose value is not of its declared kind (an amount that is text, a time that is
     not one). The refusal is :class:`~ledger.errors.InvariantBroken`, naming the event and the
@@ -102,6 +108,10 @@ class CheckedMapper(Mapper[UUID]):
                                              "pitboss knows") from error
         except MapperDeserialisationError as error:
             raise _undecodable(stored_event, str(error)) from error
+        own = getattr(type(event), "TOPIC", None)
+        if stored_event.topic.startswith(TOPIC_PREFIX) and stored_event.topic != own:
+            raise _undecodable(stored_event, "its topic is not the one pitboss writes for its "
+                                             f"kind of event, {own}")
         state = vars(event)
         fields = _fields(type(event))
         missing = fields.required - state.keys()
