@@ -241,7 +241,7 @@ class GameLedger(Application[UUID]):
         or, given as a mapping, changes the named ones over the limits the table has when
         the command runs (so two managers changing different limits keep both)."""
         table_id = _uuid(table_id, "table")
-        _check_reason(reason, "R-S1")
+        _check_reason(reason, "")
         changes = limits.to_dict() if isinstance(limits, TableLimits) else dict(limits)
         payload = {"table_id": str(table_id), "rules": rules.to_dict(), "limits": changes,
                    "reason": reason}

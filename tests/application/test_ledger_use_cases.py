@@ -300,10 +300,11 @@ def test_a_table_closed_or_its_rules_changed_records_a_real_reason(
         make_ledger: MakeLedger, reason: str) -> None:
     desk = Desk(make_ledger())
     app = desk.app
+    # RULES.md asks for no reason to close a table or change its rules: no rule is cited.
     unchanged(app, lambda: app.close_table("c", "manager", desk.table, reason),
-              DecisionRefused, "")  # RULES.md has no rule on closing a table
+              DecisionRefused, "")
     unchanged(app, lambda: app.change_rules("r", "manager", desk.table, CASINO_WILD,
-                                            TableLimits(), reason), DecisionRefused, "R-S1")
+                                            TableLimits(), reason), DecisionRefused, "")
     # And a void's or a ruling's, whoever calls the ledger (the API checks them first).
     r = desk.round()
     unchanged(app, lambda: app.void("v", "manager", r, reason), DecisionRefused, "R-V1")
