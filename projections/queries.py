@@ -282,14 +282,15 @@ class ReadModels:
         findings: list[str] = []
         accounts = events = 0
         started = time.monotonic()
+        deadline = None if budget_s is None else started + budget_s
         while True:
-            checked = check_part(self._balances, ledger, part)
+            checked = check_part(self._balances, ledger, part, deadline)
             findings += checked.findings
             accounts += checked.accounts
             events += checked.events
             part = checked.next
             if part is None or len(findings) >= CHECK_FINDINGS_MAX or (
-                    budget_s is not None and time.monotonic() - started >= budget_s):
+                    deadline is not None and time.monotonic() >= deadline):
                 break
         found = before + len(findings)
         if len(findings) > CHECK_FINDINGS_MAX:

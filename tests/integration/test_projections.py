@@ -377,13 +377,16 @@ def test_the_balance_check_goes_in_parts_a_cursor_resumes(
                      "bought_in = bought_in + 7 WHERE account_id = "
                      "(SELECT account_id FROM balances_accounts ORDER BY account_id DESC LIMIT 1)")
         accounts = conn.execute("SELECT count(*) FROM balances_accounts").fetchone()
+    assert accounts is not None
     answers, cursor = [], None
-    while True:  # no time at all: one part per answer
+    while True:  # no time at all: one part per answer, one account per part of accounts
         answer = reads.check_balances(floor.casino.ledger, cursor=cursor, budget_s=0)
         answers.append(answer)
         if (cursor := answer["next_cursor"]) is None:
             break
     assert [a["complete"] for a in answers] == [False] * (len(answers) - 1) + [True]
+    compared = [a["accounts_checked"] for a in answers if a["accounts_checked"]]
+    assert compared == [1] * accounts[0]  # a part ends at its deadline, after the row in hand
     # Every part speaks for the check begun with the first: a cursor kept from an earlier
     # check would show that check's start.
     began = {a["began_at"] for a in answers}
@@ -393,13 +396,16 @@ def test_the_balance_check_goes_in_parts_a_cursor_resumes(
     assert sum(a["events_scanned"] for a in answers) == head(env)
     # ok speaks for the whole check so far: once a part has found something, every later
     # answer says so, the last (complete) one included.
-    assert [a["ok"] for a in answers] == [True, True] + [False] * (len(answers) - 2)
-    assert [a["findings_before"] for a in answers] == [0, 0, 0] + [1] * (len(answers) - 3)
+    found = next(n for n, a in enumerate(answers) if a["findings"])  # the last account's
+    assert found == accounts[0] - 1
+    assert [a["ok"] for a in answers] == [True] * found + [False] * (len(answers) - found)
+    assert [a["findings_before"] for a in answers] \
+        == [0] * (found + 1) + [1] * (len(answers) - found - 1)
     scans = [a for a in answers if a["events_scanned"]]
     assert len(scans) == -(-head(env) // 40)
     assert not any(a["findings"] for a in scans)
     whole = reads.check_balances(floor.casino.ledger)
-    assert whole["findings"] == answers[2]["findings"]
+    assert whole["findings"] == answers[found]["findings"]
     assert whole["next_cursor"] is None
     with pytest.raises(DecisionRefused, match="cursor"):
         reads.check_balances(floor.casino.ledger, cursor=reads.balances(limit=1)["next_cursor"])
