@@ -760,36 +760,52 @@ class GameLedger(Application[UUID]):
         return findings
 
     def _posting_findings(self, created: Any, recorded: list[f.Fact]) -> list[str]:
-        """R-M4: the chips the postings naming this round moved on each bettor's account are
-        those its facts move. A posting appended around the ledger on a bettor's account (its
-        counterpart goes to the house), or a round's events taken away with their postings
-        left, shows here. Not checked: the house's account, whose history grows with every
-        round at the table (a posting there is paired with one on some player's), and accounts
-        with no part in the round (that would take reading every account)."""
-        round_id = created.originator_id
+        """R-M4: the chips the postings naming this round moved on each account are those its
+        facts move: on its bettors' accounts and its table's house account, and none on any
+        other. A posting appended around the ledger shows here, as do a round's events taken
+        away with their postings left. On an account with no part in the round, a posting is
+        found where it is written as the ledger writes it (an index holds those of every
+        account); one spelt otherwise, on the round's own accounts only."""
         expected = net_movements(recorded)
+        keys = {ids.account_id(k): k for fact in recorded for k in movements(fact)
+                if k != HOUSE_KEY}
+        keys[ids.house_id(created.table_id)] = HOUSE_KEY
+        moved = dict.fromkeys(keys, Movement(0, 0))  # chips back to nothing included
+        for event in self._postings_naming(created.originator_id, list(keys)):
+            held, available = moved.get(event.originator_id, Movement(0, 0))
+            moved[event.originator_id] = Movement(held + event.held_delta,
+                                                  available + event.available_delta)
+        strangers = self._owners([a for a in moved if a not in keys])
         findings = []
-        bettors = dict.fromkeys(k for fact in recorded for k in movements(fact) if k != HOUSE_KEY)
-        accounts = {ids.account_id(bettor): bettor for bettor in bettors}
-        moved = dict.fromkeys(bettors, Movement(0, 0))
-        for event in self._postings_naming(round_id, list(accounts)):
-            bettor = accounts[event.originator_id]
-            held, available = moved[bettor]
-            moved[bettor] = Movement(held + event.held_delta, available + event.available_delta)
-        for bettor, (held, available) in moved.items():  # chips back to nothing included
-            want = expected.get(bettor, Movement(0, 0))
-            if (held, available) != (want.held, want.available):
-                findings.append(
-                    f"the postings naming this round on {bettor}'s account move {available} "
-                    f"available and {held} held; the round's events move {want.available} and "
-                    f"{want.held}: chips were posted around the round (R-M4)")
+        for account_id, (held, available) in moved.items():
+            key = keys.get(account_id)
+            want = expected.get(key, Movement(0, 0)) if key is not None else Movement(0, 0)
+            if (held, available) == (want.held, want.available):
+                continue
+            whose = (f"{key}'s account" if key not in (None, HOUSE_KEY) else
+                     "the table's house account" if key == HOUSE_KEY else
+                     f"{strangers[account_id]}'s account, which has no part in it,")
+            findings.append(
+                f"the postings naming this round on {whose} move {available} available and "
+                f"{held} held; the round's events move {want.available} and {want.held}: chips "
+                "were posted around the round (R-M4)")
         return findings
 
+    def _owners(self, account_ids: list[UUID]) -> dict[UUID, str]:
+        """Whose each account is, as it was opened (its id where it has no opening)."""
+        recorder = self.recorder
+        stored = (first_events(recorder, account_ids) if isinstance(recorder, LedgerRecorder)
+                  else [s for a in account_ids for s in recorder.select_events(a, limit=1)])
+        owners = {e.originator_id: e.owner for e in map(self.mapper.to_domain_event, stored)
+                  if isinstance(e, Account.Created)}
+        return {a: owners.get(a, str(a)) for a in account_ids}
+
     def _postings_naming(self, round_id: UUID, account_ids: list[UUID]) -> list[Any]:
-        """The postings on ``account_ids`` that name round ``round_id``. On PostgreSQL the
-        server finds them by index, with whatever else may name the round, spelt otherwise,
-        to be decoded and decided on here: reading the players' whole histories, a check took
-        a second with 200,000 entries among them."""
+        """The postings that name round ``round_id`` on ``account_ids``, and on PostgreSQL on
+        any other account where written as the ledger writes them. There the server finds
+        them by index, with whatever else may name the round on ``account_ids``, spelt
+        otherwise, to be decoded and decided on here: reading the players' whole histories, a
+        check took a second with 200,000 entries among them."""
         recorder = self.recorder
         postings: Iterable[Any]
         written = self.mapper.transcoder.encode({"round_id": round_id})  # as the ledger does

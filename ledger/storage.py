@@ -241,7 +241,7 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
                 if self._readable(s) is None]
 
 
-_INDEXES = ("postings_by_round", "foreign_topics", "accounts_opened")
+_INDEXES = ("postings_by_round", "spelt_otherwise", "accounts_opened")
 
 
 class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
@@ -251,6 +251,8 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
                  events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)
         qualified = f"{quote(datastore.schema)}.{quote(events_table_name)}"
+        indexes = {name: f"{quote(datastore.schema)}.{quote(f'{events_table_name}_{name}')}"
+                   for name in _INDEXES}  # as to_regclass takes them
         names = {
             "schema": quote(datastore.schema),
             "table": quote(events_table_name),
@@ -270,10 +272,8 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             **{f"{t}_name": literal(f"{events_table_name}_{t}")
                for t in ("immutable", "no_truncate", "chained")},
             **{name: quote(f"{events_table_name}_{name}") for name in _INDEXES},
-            **{f"{name}_regclass": literal(f"{quote(datastore.schema)}."
-                                           f"{quote(f'{events_table_name}_{name}')}")
-               for name in _INDEXES},
-            "posting_round": POSTING_ROUND, "ledger_topics": literal(LEDGER_TOPICS),
+            **{f"{name}_regclass": literal(text) for name, text in indexes.items()},
+            "posting_round": POSTING_ROUND, "spelt_otherwise_where": SPELT_OTHERWISE,
             "posted_topic": literal(Account.Posted.TOPIC),
             "opened_topic": literal(Account.Created.TOPIC),
         }
@@ -291,6 +291,8 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             self.sql_create_statements.append(
                 _Statement(statement.format(**names)))
         self._appenders = _Appenders(datastore)
+        self._indexes = indexes
+        self._indexes_found: set[str] = set()
 
     select_events = _as_retried(PostgresAggregateRecorder.select_events)
     select_notifications = _as_retried(PostgresApplicationRecorder.select_notifications)
@@ -305,6 +307,16 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
         params = _insert_parameters(stored_events)
         with self._appenders.connection() as conn:
             return self._append(conn, params)
+
+    def has_index(self, name: str) -> bool:
+        """Whether the event table has its index ``name`` (of ``_INDEXES``): tables an older
+        version made have it once the owner's start has made it (a service role's start
+        makes none), which may come while this process runs."""
+        if name not in self._indexes_found and _fetched(
+                self, "SELECT to_regclass(%s) IS NOT NULL AS found",
+                (self._indexes[name],))[0]["found"]:
+            self._indexes_found.add(name)
+        return name in self._indexes_found
 
     def close(self) -> None:
         """Give the connections kept for appending back to the pool."""
@@ -722,6 +734,10 @@ def _posting_round() -> str:
 
 
 POSTING_ROUND = _posting_round()
+# What may name a round though POSTING_ROUND cannot tell which: a posting spelt otherwise, and
+# an event under a topic the ledger does not write (the library may read it as a posting).
+SPELT_OTHERWISE = (f"topic NOT LIKE {literal(LEDGER_TOPICS)} OR (topic = "
+                   f"{literal(Account.Posted.TOPIC)} AND ({POSTING_ROUND}) IS NULL)")
 
 _STATEMENTS = (
     # Guarded, not IF NOT EXISTS, like the ALTER TABLEs below.
@@ -791,10 +807,10 @@ _STATEMENTS = (
     "REVOKE ALL ON FUNCTION {schema}.{insert}(uuid[], bigint[], text[], bytea[]) FROM PUBLIC",
     # The round check's postings naming a round, found without reading its players' whole
     # histories (with 200,000 entries among them a check took a second, growing with them):
-    # postings by the round they name, and events under a topic the ledger does not write.
+    # postings by the round they name, and by account what may name one spelt otherwise.
     # The balance check's accounts opened, found without reading the whole log.
     _index("postings_by_round", "(({posting_round})) WHERE topic = {posted_topic}"),
-    _index("foreign_topics", "(originator_id) WHERE topic NOT LIKE {ledger_topics}"),
+    _index("spelt_otherwise", "(originator_id) WHERE {spelt_otherwise_where}"),
     _index("accounts_opened", "(notification_id) WHERE topic = {opened_topic}"),
 )
 
@@ -1041,35 +1057,43 @@ def newest_without(recorder: LedgerRecorder, topic: str, ending: str,
     return UUID(str(rows[0]["originator_id"])) if rows else None
 
 
-def _postings_that_may_name() -> str:
+def _postings_that_may_name(anywhere: bool) -> str:
     # The indexes' predicates and expression written out, not passed as parameters: a plan
     # made for any parameters could not use an index whose predicate it cannot prove.
-    named = POSTING_ROUND.replace("{", "{{").replace("}", "}}")  # formatted with {table}
-    posted, foreign = literal(Account.Posted.TOPIC), literal(LEDGER_TOPICS).replace("%", "%%")
+    def formatted(sql: str) -> str:  # with {table} and the parameters
+        return sql.replace("{", "{{").replace("}", "}}").replace("%", "%%")
+
     return ("SELECT originator_id, originator_version, topic, state FROM {table} "
-            f"WHERE topic = {posted} AND originator_id = ANY(%(ids)s) "
-            f"AND ({named} = %(value)s OR {named} IS NULL) "
-            "UNION ALL SELECT originator_id, originator_version, topic, state FROM {table} "
-            f"WHERE topic NOT LIKE {foreign} AND originator_id = ANY(%(ids)s) "
+            f"WHERE topic = {literal(Account.Posted.TOPIC)} "
+            f"AND {formatted(POSTING_ROUND)} = %(value)s "
+            + ("" if anywhere else "AND originator_id = ANY(%(ids)s) ")
+            + "UNION ALL SELECT originator_id, originator_version, topic, state FROM {table} "
+            f"WHERE ({formatted(SPELT_OTHERWISE)}) AND originator_id = ANY(%(ids)s) "
             "ORDER BY originator_id, originator_version")
 
 
-# What postings_that_may_name reads (``{table}``: the event table), found by two indexes.
-POSTINGS_THAT_MAY_NAME = _postings_that_may_name()
+# What postings_that_may_name reads (``{table}``: the event table), found by two indexes,
+# and what it reads on tables an older version made, until they have the indexes.
+POSTINGS_THAT_MAY_NAME = _postings_that_may_name(anywhere=True)
+POSTINGS_ON_ACCOUNTS = _postings_that_may_name(anywhere=False)
 
 
 def postings_that_may_name(recorder: LedgerRecorder, originator_ids: Sequence[UUID],
                            round_hex: bytes) -> list[StoredEvent]:
-    """The events of ``originator_ids`` that may be postings naming the round whose id is
-    ``round_hex`` (32 lower-case hex digits), by originator and version, found by index: the
-    postings written as the ledger writes them that name it, every posting spelt otherwise,
-    and every event under a topic the ledger does not write (which the event store library may
-    still read as a posting, by the class's module path). Whatever comes back is decoded and
-    decided on. Events under the ledger's other topics are never postings: each names another
-    class, and one that the library resolves to a posting all the same (a spelling such as
+    """The events that may be postings naming the round whose id is ``round_hex`` (32
+    lower-case hex digits), by originator and version, found by index: on every account, the
+    postings written as the ledger writes them that name it; on ``originator_ids``, every
+    posting spelt otherwise too, and every event under a topic the ledger does not write
+    (which the event store library may still read as a posting, by the class's module path).
+    Until the index of postings by round exists, ``originator_ids`` alone: the search of
+    every account would read the whole log. Whatever comes back is decoded and decided on.
+    Events under the ledger's other topics are never postings: each names another class, and
+    one that the library resolves to a posting all the same (a spelling such as
     ``pitboss:Account.Posted.``) does not decode (:class:`~ledger.transcoding.CheckedMapper`),
     and fails every read of its account."""
-    return [_stored(r) for r in _fetched(recorder, POSTINGS_THAT_MAY_NAME,
+    statement = (POSTINGS_THAT_MAY_NAME if recorder.has_index("postings_by_round")
+                 else POSTINGS_ON_ACCOUNTS)
+    return [_stored(r) for r in _fetched(recorder, statement,
                                          {"ids": list(originator_ids), "value": round_hex})]
 
 

@@ -180,13 +180,15 @@ def test_a_settlement_the_rules_do_not_give_is_reported(make_ledger) -> None:
     settled["state"] = base64.b64encode(json.dumps(state).encode()).decode()
     app, _ = load_corpus(make_ledger, corpus)
     findings = app.check_round(UUID(settled["originator_id"]))
-    assert len(findings) == 2
+    assert len(findings) == 3
     assert f"v{settled['originator_version']}: recorded StakeSettled(" in findings[0]
     assert f"won={state['won']}" in findings[0]
     assert f"won={state['won'] - 1}" in findings[0]
-    # And the chips the bettor's postings moved are not what the altered settlement says.
+    # And the chips the postings moved, the bettor's and the house's, are not what the
+    # altered settlement says.
     assert findings[1].startswith(f"the postings naming this round on {state['bettor']}'s ")
-    assert findings[1].endswith("chips were posted around the round (R-M4)")
+    assert findings[2].startswith("the postings naming this round on the table's house ")
+    assert all(f.endswith("chips were posted around the round (R-M4)") for f in findings[1:])
 
 
 def test_a_field_no_event_class_declares_is_a_finding_of_the_round_check(make_ledger) -> None:

@@ -1105,6 +1105,13 @@ def test_a_shoe_altered_behind_the_ledger_fails_its_verification(
         assert finding.endswith("and the round records no card dealt from it")
 
 
+def _on_the_house(available: int) -> str:
+    """The round check's finding of a posting around a dealt round on its table's house."""
+    return (f"the postings naming this round on the table's house account move {available} "
+            "available and 0 held; the round's events move 0 and 0: chips were posted around "
+            "the round (R-M4)")
+
+
 @pytest.mark.parametrize(("held", "available", "moved"), [
     (0, 5000, "4990 available and 10 held"),
     (500, 0, "-10 available and 510 held"),  # held alone: a check of available passed it
@@ -1128,7 +1135,8 @@ def test_chips_posted_around_a_round_are_a_finding_of_its_check(
     findings = ledgers().check_round(r)
     assert findings == [
         f"the postings naming this round on P1's account move {moved}; "
-        "the round's events move -10 and 10: chips were posted around the round (R-M4)"]
+        "the round's events move -10 and 10: chips were posted around the round (R-M4)",
+        _on_the_house(-held - available)]
 
 
 def _respelt(state: bytes, round_id: UUID, other: UUID, spelling: str) -> bytes:
@@ -1180,7 +1188,8 @@ def test_a_round_check_finds_chips_posted_around_it_however_the_round_is_spelt(
     assert fresh.balance("P1")["available"] == 5990  # the posting reads, naming this round
     assert fresh.check_round(r) == [
         "the postings naming this round on P1's account move 4990 available and 10 held; "
-        "the round's events move -10 and 10: chips were posted around the round (R-M4)"]
+        "the round's events move -10 and 10: chips were posted around the round (R-M4)",
+        _on_the_house(-5000)]
 
 
 @pytest.mark.parametrize("alias", ["pitboss:Account.Posted.",
@@ -1248,7 +1257,8 @@ def test_a_round_check_finds_chips_posted_around_it_behind_later_rounds(
     append_around_the_ledger(app, *forged)
     assert ledgers().check_round(r) == [
         "the postings naming this round on P1's account move 300 available and 0 held; "
-        "the round's events move 0 and 0: chips were posted around the round (R-M4)"]
+        "the round's events move 0 and 0: chips were posted around the round (R-M4)",
+        _on_the_house(-300)]
 
 
 def _indexes_planned(recorder: LedgerRecorder, statement: Any, params: Any) -> set[str]:
@@ -1280,14 +1290,63 @@ def test_the_checks_find_a_rounds_postings_and_the_accounts_opened_by_index(
     statement = storage.POSTINGS_THAT_MAY_NAME.format(table=recorder.qualified_table)
     assert _indexes_planned(recorder, statement, {
         "ids": [player.id, ids.account_id("P2")], "value": r.hex.encode()}) \
-        == {f"{table}_postings_by_round", f"{table}_foreign_topics"}
+        == {f"{table}_postings_by_round", f"{table}_spelt_otherwise"}
     assert _indexes_planned(recorder, accounts_opened(
         Identifier(recorder.datastore.schema, table)), (0, 10**9)) == {f"{table}_accounts_opened"}
-    # And what they find is the round's own: P1's hold of its stake, not the 2,000 others.
-    (hold,) = storage.postings_that_may_name(recorder, [player.id], r.hex.encode())
-    posting: Any = app.mapper.to_domain_event(hold)
-    assert posting.round_id == r
+    # And what they find is the round's own: its holds of P1's and P2's stakes, not the
+    # 2,000 others.
+    found = storage.postings_that_may_name(recorder, [player.id], r.hex.encode())
+    postings: list[Any] = [app.mapper.to_domain_event(e) for e in found]
+    assert [(p.originator_id, p.round_id, p.held_delta) for p in postings] == [
+        (account_id, r, 10) for account_id in sorted([player.id, ids.account_id("P2")])]
     assert ledgers().check_round(r) == []
+
+
+def _paid_to_strangers(app: GameLedger) -> UUID:
+    """A round dealt, and a win for it paid to a player who had no stake in it, taken from
+    another table's house: money is conserved and every account agrees with its events."""
+    _, r = open_round(app)
+    other = app.open_table("t2", "boss", "T2", CASINO)
+    app.open_account("a9", "cashier", "P9")
+    stranger: Any = app.repository.get(ids.account_id("P9"))
+    house: Any = app.repository.get(ids.house_id(other))
+    append_around_the_ledger(app, *[account.Posted(
+        originator_id=account.id, originator_version=account.version + 1,
+        timestamp=account.modified_on, round_id=r, held_delta=0, available_delta=amount,
+        memo="StakeSettled", actor="dealer", request_id="forged")
+        for account, amount in ((stranger, 70), (house, -70))])
+    return r
+
+
+PAID_TO_STRANGERS = [
+    f"the postings naming this round on {owner}'s account, which has no part in it, move "
+    f"{amount} available and 0 held; the round's events move 0 and 0: chips were posted "
+    "around the round (R-M4)" for owner, amount in (("P9", 70), ("house:T2", -70))]
+
+
+def test_a_round_check_finds_chips_posted_for_it_on_accounts_with_no_part_in_it(
+        ledgers: Callable[..., GameLedger]) -> None:
+    # The check read only the round's own accounts. An index now finds them wherever they are.
+    r = _paid_to_strangers(ledgers())
+    assert ledgers().check_round(r) == PAID_TO_STRANGERS
+
+
+def test_until_the_index_of_postings_by_round_is_made_the_check_reads_the_rounds_accounts(
+        ledgers: Callable[..., GameLedger], env: dict[str, str],
+        database: DatabaseSettings) -> None:
+    # Tables an older version made, a service role's start (which makes no index): a search
+    # of every account would read the whole log at each check.
+    app = ledgers()
+    r = _paid_to_strangers(app)
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    index = f'"{env["POSTGRES_SCHEMA"]}"."{recorder.events_table_name}_postings_by_round"'
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        conn.execute(f"DROP INDEX {index}")
+    service = ledgers(env={**env, "CREATE_TABLE": "no"})
+    assert service.check_round(r) == []  # the round's own accounts are as its events say
+    ledgers()  # the owner's start makes the index, while the service runs
+    assert service.check_round(r) == PAID_TO_STRANGERS
 
 
 def _stand_around_the_ledger(app: GameLedger, r: UUID, request_id: str, actor: str) -> None:
@@ -1379,8 +1438,9 @@ def test_a_round_that_moves_on_at_every_reading_of_its_check_is_said_to(
     assert findings[0] == (
         f"round {r} moved on each of the 3 times it was read for this check: what follows may "
         "be its newest requests rather than a fault; check it again once it is still")
-    assert len(findings) == 2
+    assert len(findings) == 3  # rulings moved both, in the reads between
     assert findings[1].startswith("the postings naming this round on P1's account move ")
+    assert findings[2].startswith("the postings naming this round on the table's house account ")
 
 
 # A buy-in in a process of its own, on the main thread, as a script runs the ledger.
