@@ -1105,6 +1105,21 @@ def test_a_shoe_altered_behind_the_ledger_fails_its_verification(
         assert finding.endswith("and the round records no card dealt from it")
 
 
+def _postings_around(app: GameLedger, round_id: UUID, *moves: tuple[UUID, int, int],
+                     memo: str = "StakeSettled") -> list[Any]:
+    """Postings naming ``round_id`` that the ledger never decided, one per (account id,
+    available, held), each its account's next event: to append around the ledger, or to
+    store spelt otherwise first."""
+    made = []
+    for account_id, available, held in moves:
+        account: Any = app.repository.get(account_id)
+        made.append(account.Posted(
+            originator_id=account.id, originator_version=account.version + 1,
+            timestamp=account.modified_on, round_id=round_id, held_delta=held,
+            available_delta=available, memo=memo, actor="dealer", request_id="forged"))
+    return made
+
+
 def _on_the_house(available: int) -> str:
     """The round check's finding of a posting around a dealt round on its table's house."""
     return (f"the postings naming this round on the table's house account move {available} "
@@ -1124,14 +1139,9 @@ def test_chips_posted_around_a_round_are_a_finding_of_its_check(
     app = ledgers()
     table, r = open_round(app)
     assert app.check_round(r) == []
-    player: Any = app.repository.get(ids.account_id("P1"))
-    house: Any = app.repository.get(ids.house_id(table))
-    forged = [account.Posted(
-        originator_id=account.id, originator_version=account.version + 1,
-        timestamp=account.modified_on, round_id=r, held_delta=h, available_delta=a,
-        memo="StakeSettled", actor="dealer", request_id="forged")
-        for account, h, a in ((player, held, available), (house, 0, -held - available))]
-    append_around_the_ledger(app, *forged)
+    append_around_the_ledger(app, *_postings_around(
+        app, r, (ids.account_id("P1"), available, held),
+        (ids.house_id(table), -held - available, 0)))
     findings = ledgers().check_round(r)
     assert findings == [
         f"the postings naming this round on P1's account move {moved}; "
@@ -1160,13 +1170,8 @@ def _forged_win(app: GameLedger) -> tuple[UUID, list[StoredEvent]]:
     """A round dealt, and 5,000 posted to P1 for it from the house, as stored events not yet
     appended (P1's first): a win the round's events do not make."""
     table, r = open_round(app)
-    player: Any = app.repository.get(ids.account_id("P1"))
-    house: Any = app.repository.get(ids.house_id(table))
-    return r, [app.mapper.to_stored_event(account.Posted(
-        originator_id=account.id, originator_version=account.version + 1,
-        timestamp=account.modified_on, round_id=r, held_delta=0, available_delta=amount,
-        memo="StakeSettled", actor="dealer", request_id="forged"))
-        for account, amount in ((player, 5000), (house, -5000))]
+    return r, [app.mapper.to_stored_event(e) for e in _postings_around(
+        app, r, (ids.account_id("P1"), 5000, 0), (ids.house_id(table), -5000, 0))]
 
 
 @pytest.mark.parametrize("spelling", ["upper case", "hyphens", "an escape", "the field twice",
@@ -1218,13 +1223,8 @@ def test_an_overdraft_posted_around_the_ledger_is_refused_where_the_account_is_r
     # around the ledger makes one, and each reader must refuse to make a balance of it.
     app = ledgers()
     table, r = open_round(app)
-    player: Any = app.repository.get(ids.account_id("P1"))
-    house: Any = app.repository.get(ids.house_id(table))
-    append_around_the_ledger(app, *[account.Posted(
-        originator_id=account.id, originator_version=account.version + 1,
-        timestamp=account.modified_on, round_id=r, held_delta=0, available_delta=amount,
-        memo="StakeSettled", actor="dealer", request_id="forged")
-        for account, amount in ((player, -2000), (house, 2000))])
+    append_around_the_ledger(app, *_postings_around(
+        app, r, (ids.account_id("P1"), -2000, 0), (ids.house_id(table), 2000, 0)))
     with pytest.raises(InvariantBroken, match="account P1 has a negative balance "
                                               r"\(available -1010, held 10\)"):
         ledgers().balance("P1")
@@ -1245,16 +1245,10 @@ def test_a_round_check_finds_chips_posted_around_it_behind_later_rounds(
     app.place_stake("p2-1", "dealer", later, "P1", 1, 20)
     for n in range(3):
         app.buy_in(f"more-{n}", "cashier", "P1", 5)
-    player: Any = app.repository.get(ids.account_id("P1"))
-    house: Any = app.repository.get(ids.house_id(table))
-    forged = [account.Posted(
-        originator_id=account.id, originator_version=account.version + n,
-        timestamp=account.modified_on, round_id=round_id, held_delta=0, available_delta=amount,
-        memo=memo, actor="dealer", request_id="forged")
-        for n, round_id, memo, amounts in ((1, r, "StakeSettled", (300, -300)),
-                                           (2, later, f"see {r} and {r.hex}", (7, -7)))
-        for account, amount in zip((player, house), amounts, strict=True)]
-    append_around_the_ledger(app, *forged)
+    for round_id, memo, amount in ((r, "StakeSettled", 300), (later, f"see {r} and {r.hex}", 7)):
+        append_around_the_ledger(app, *_postings_around(
+            app, round_id, (ids.account_id("P1"), amount, 0),
+            (ids.house_id(table), -amount, 0), memo=memo))
     assert ledgers().check_round(r) == [
         "the postings naming this round on P1's account move 300 available and 0 held; "
         "the round's events move 0 and 0: chips were posted around the round (R-M4)",
@@ -1308,13 +1302,8 @@ def _paid_to_strangers(app: GameLedger) -> UUID:
     _, r = open_round(app)
     other = app.open_table("t2", "boss", "T2", CASINO)
     app.open_account("a9", "cashier", "P9")
-    stranger: Any = app.repository.get(ids.account_id("P9"))
-    house: Any = app.repository.get(ids.house_id(other))
-    append_around_the_ledger(app, *[account.Posted(
-        originator_id=account.id, originator_version=account.version + 1,
-        timestamp=account.modified_on, round_id=r, held_delta=0, available_delta=amount,
-        memo="StakeSettled", actor="dealer", request_id="forged")
-        for account, amount in ((stranger, 70), (house, -70))])
+    append_around_the_ledger(app, *_postings_around(
+        app, r, (ids.account_id("P9"), 70, 0), (ids.house_id(other), -70, 0)))
     return r
 
 
