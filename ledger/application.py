@@ -784,7 +784,7 @@ class GameLedger(Application[UUID]):
                 continue
             whose = (f"{key}'s account" if key not in (None, HOUSE_KEY) else
                      "the table's house account" if key == HOUSE_KEY else
-                     f"{strangers[account_id]}'s account, which has no part in it,")
+                     f"{strangers[account_id]}, which has no part in it,")
             findings.append(
                 f"the postings naming this round on {whose} move {available} available and "
                 f"{held} held; the round's events move {want.available} and {want.held}: chips "
@@ -792,13 +792,15 @@ class GameLedger(Application[UUID]):
         return findings
 
     def _owners(self, account_ids: list[UUID]) -> dict[UUID, str]:
-        """Whose each account is, as it was opened (its id where it has no opening)."""
+        """Each account as a finding names it: whose it is, as it was opened, or its id where
+        nothing was opened as an account under it."""
         recorder = self.recorder
         stored = (first_events(recorder, account_ids) if isinstance(recorder, LedgerRecorder)
                   else [s for a in account_ids for s in recorder.select_events(a, limit=1)])
         owners = {e.originator_id: e.owner for e in map(self.mapper.to_domain_event, stored)
                   if isinstance(e, Account.Created)}
-        return {a: owners.get(a, str(a)) for a in account_ids}
+        return {a: f"{owners[a]}'s account" if a in owners else
+                f"{a}, which no account was opened as" for a in account_ids}
 
     def _postings_naming(self, round_id: UUID, account_ids: list[UUID]) -> list[Any]:
         """The postings that name round ``round_id`` on ``account_ids``, and on PostgreSQL on

@@ -80,7 +80,6 @@ from psycopg_pool import ConnectionPool, PoolTimeout, TooManyRequests
 from ledger.aggregates.account import Account
 from ledger.errors import QueryRefused
 from ledger.sealing import SnapshotSigner
-from ledger.transcoding import TOPIC_PREFIX
 
 _log = logging.getLogger("pitboss.ledger")
 
@@ -241,7 +240,7 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
                 if self._readable(s) is None]
 
 
-_INDEXES = ("postings_by_round", "spelt_otherwise", "accounts_opened")
+_INDEXES = ("postings_by_round", "accounts_opened")
 
 
 class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
@@ -273,8 +272,7 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
                for t in ("immutable", "no_truncate", "chained")},
             **{name: quote(f"{events_table_name}_{name}") for name in _INDEXES},
             **{f"{name}_regclass": literal(text) for name, text in indexes.items()},
-            "posting_round": POSTING_ROUND, "spelt_otherwise_where": SPELT_OTHERWISE,
-            "posted_topic": literal(Account.Posted.TOPIC),
+            "posting_round": POSTING_ROUND, "posted_topic": literal(Account.Posted.TOPIC),
             "opened_topic": literal(Account.Created.TOPIC),
         }
         self._append = _Append(f"{names['schema']}.{names['insert']}")
@@ -714,19 +712,20 @@ _REFUSE_BODY = """
 # A posting's round id as the ledger's transcoder writes it, up to the id itself: 32
 # lower-case hex digits follow, then '"}', which closes the id's object.
 ROUND_ID_KEY = b'"round_id":{"_type_":"uuid_hex","_data_":"'
-LEDGER_TOPICS = TOPIC_PREFIX + "%"  # every topic the ledger writes begins so (LIKE)
 
 
 def _posting_round() -> str:
     """SQL for the round a stored posting names, as its 32 hex digits (bytea), where it is
-    written as the ledger writes it: the field's name once, no escape anywhere, the id's object
-    closed after its digits (no second ``_data_``); NULL for any other spelling, which only a
-    decode reads. The index of postings by round holds it; a query spells it the same to use
-    that index."""
+    written as the ledger writes it: the field's name once, no ``\\u`` escape anywhere, the id's
+    object closed after its digits (no second ``_data_``); NULL for any other spelling, which
+    only a decode reads. Only a ``\\u`` escape spells the key ``round_id`` but plainly, so the
+    one plain spelling, found once, is the key the decoder reads (were it not, the key read
+    would be a second one). The index of postings by round holds it; a query spells it the same
+    to use that index."""
     name = ROUND_ID_KEY[:ROUND_ID_KEY.index(b'"', 1) + 1]
     key, name_sql = f"'\\x{ROUND_ID_KEY.hex()}'::bytea", f"'\\x{name.hex()}'::bytea"
     at, skip = f"position({key} IN state)", len(ROUND_ID_KEY)
-    return (f"CASE WHEN {at} > 0 AND position('\\x5c'::bytea IN state) = 0 "
+    return (f"CASE WHEN {at} > 0 AND position('\\x5c75'::bytea IN state) = 0 "
             f"AND position({name_sql} IN state) = {at} "
             f"AND position({name_sql} IN substring(state FROM {at} + 1)) = 0 "
             f"AND encode(substring(state FROM {at} + {skip} FOR 34), 'escape') "
@@ -734,10 +733,6 @@ def _posting_round() -> str:
 
 
 POSTING_ROUND = _posting_round()
-# What may name a round though POSTING_ROUND cannot tell which: a posting spelt otherwise, and
-# an event under a topic the ledger does not write (the library may read it as a posting).
-SPELT_OTHERWISE = (f"topic NOT LIKE {literal(LEDGER_TOPICS)} OR (topic = "
-                   f"{literal(Account.Posted.TOPIC)} AND ({POSTING_ROUND}) IS NULL)")
 
 _STATEMENTS = (
     # Guarded, not IF NOT EXISTS, like the ALTER TABLEs below.
@@ -807,10 +802,9 @@ _STATEMENTS = (
     "REVOKE ALL ON FUNCTION {schema}.{insert}(uuid[], bigint[], text[], bytea[]) FROM PUBLIC",
     # The round check's postings naming a round, found without reading its players' whole
     # histories (with 200,000 entries among them a check took a second, growing with them):
-    # postings by the round they name, and by account what may name one spelt otherwise.
-    # The balance check's accounts opened, found without reading the whole log.
+    # postings by the round they name (NULL: spelt otherwise). The balance check's accounts
+    # opened, found without reading the whole log.
     _index("postings_by_round", "(({posting_round})) WHERE topic = {posted_topic}"),
-    _index("spelt_otherwise", "(originator_id) WHERE {spelt_otherwise_where}"),
     _index("accounts_opened", "(notification_id) WHERE topic = {opened_topic}"),
 )
 
@@ -1058,39 +1052,31 @@ def newest_without(recorder: LedgerRecorder, topic: str, ending: str,
 
 
 def _postings_that_may_name(anywhere: bool) -> str:
-    # The indexes' predicates and expression written out, not passed as parameters: a plan
+    # The index's predicate and expression written out, not passed as parameters: a plan
     # made for any parameters could not use an index whose predicate it cannot prove.
-    def formatted(sql: str) -> str:  # with {table} and the parameters
-        return sql.replace("{", "{{").replace("}", "}}").replace("%", "%%")
-
+    named = POSTING_ROUND.replace("{", "{{").replace("}", "}}")  # formatted with {table}
     return ("SELECT originator_id, originator_version, topic, state FROM {table} "
             f"WHERE topic = {literal(Account.Posted.TOPIC)} "
-            f"AND {formatted(POSTING_ROUND)} = %(value)s "
+            f"AND ({named} = %(value)s OR {named} IS NULL) "
             + ("" if anywhere else "AND originator_id = ANY(%(ids)s) ")
-            + "UNION ALL SELECT originator_id, originator_version, topic, state FROM {table} "
-            f"WHERE ({formatted(SPELT_OTHERWISE)}) AND originator_id = ANY(%(ids)s) "
-            "ORDER BY originator_id, originator_version")
+            + "ORDER BY originator_id, originator_version")
 
 
-# What postings_that_may_name reads (``{table}``: the event table), found by two indexes,
-# and what it reads on tables an older version made, until they have the indexes.
+# What postings_that_may_name reads (``{table}``: the event table), found by an index, and
+# what it reads on tables an older version made, until they have the index.
 POSTINGS_THAT_MAY_NAME = _postings_that_may_name(anywhere=True)
 POSTINGS_ON_ACCOUNTS = _postings_that_may_name(anywhere=False)
 
 
 def postings_that_may_name(recorder: LedgerRecorder, originator_ids: Sequence[UUID],
                            round_hex: bytes) -> list[StoredEvent]:
-    """The events that may be postings naming the round whose id is ``round_hex`` (32
-    lower-case hex digits), by originator and version, found by index: on every account, the
-    postings written as the ledger writes them that name it; on ``originator_ids``, every
-    posting spelt otherwise too, and every event under a topic the ledger does not write
-    (which the event store library may still read as a posting, by the class's module path).
-    Until the index of postings by round exists, ``originator_ids`` alone: the search of
-    every account would read the whole log. Whatever comes back is decoded and decided on.
-    Events under the ledger's other topics are never postings: each names another class, and
-    one that the library resolves to a posting all the same (a spelling such as
-    ``pitboss:Account.Posted.``) does not decode (:class:`~ledger.transcoding.CheckedMapper`),
-    and fails every read of its account."""
+    """The postings that may name the round whose id is ``round_hex`` (32 lower-case hex
+    digits), by originator and version, found by index on every account: those written as
+    the ledger writes them that name it, and every one spelt otherwise, to be decoded and
+    decided on. Until the index of postings by round exists, those on ``originator_ids``
+    alone: a search of every account would read the whole log. An event under any other
+    topic is no posting: the decoder takes each class's own topic alone
+    (:class:`~ledger.transcoding.CheckedMapper`)."""
     statement = (POSTINGS_THAT_MAY_NAME if recorder.has_index("postings_by_round")
                  else POSTINGS_ON_ACCOUNTS)
     return [_stored(r) for r in _fetched(recorder, statement,

@@ -86,15 +86,12 @@ class LedgerTranscoder(JSONTranscoder):
         return self._reused.encode(obj).encode("utf8")
 
 
-# Every topic pitboss writes begins so; each names one class, whose TOPIC it is.
-TOPIC_PREFIX = "pitboss:"
-
-
 class CheckedMapper(Mapper[UUID]):
     """The library's mapper, refusing a stored event it cannot make whole: unreadable state,
-    an unknown topic, a topic of pitboss's that is not its class's own (the library resolves
-    ``pitboss:Account.Posted.`` to the posting too: a record read by topic could miss one
-    forged so), a field its class needs that the state lacks (the library would make
+    an unknown topic, a topic that is not its class's own ``TOPIC``, the only one pitboss
+    writes (the library reads the class's module path as that class too, and
+    ``pitboss:Account.Posted.``: a search of the record by topic would miss an event forged
+    so), a field its class needs that the state lacks (the library would make
     the event all the same, and the missing field would fail later, wherever it is read), or
     a field whose value is not of its declared kind (an amount that is text, a time that is
     not one). The refusal is :class:`~ledger.errors.InvariantBroken`, naming the event and the
@@ -109,7 +106,7 @@ class CheckedMapper(Mapper[UUID]):
         except MapperDeserialisationError as error:
             raise _undecodable(stored_event, str(error)) from error
         own = getattr(type(event), "TOPIC", None)
-        if stored_event.topic.startswith(TOPIC_PREFIX) and stored_event.topic != own:
+        if own is not None and stored_event.topic != own:
             raise _undecodable(stored_event, "its topic is not the one pitboss writes for its "
                                              f"kind of event, {own}")
         state = vars(event)
