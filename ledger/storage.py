@@ -712,6 +712,9 @@ _REFUSE_BODY = """
 # A posting's round id as the ledger's transcoder writes it, up to the id itself: 32
 # lower-case hex digits follow, then '"}', which closes the id's object.
 ROUND_ID_KEY = b'"round_id":{"_type_":"uuid_hex","_data_":"'
+# A "\u" escape in a stored state, as encode(state, 'escape') shows it (every backslash
+# doubled): one after an even run of backslashes is text, such as a reason's "C:\users".
+_ESCAPE_U = r"(^|[^\\])(\\\\\\\\)*\\\\u"
 
 
 def _posting_round() -> str:
@@ -721,11 +724,12 @@ def _posting_round() -> str:
     only a decode reads. Only a ``\\u`` escape spells the key ``round_id`` but plainly, so the
     one plain spelling, found once, is the key the decoder reads (were it not, the key read
     would be a second one). The index of postings by round holds it; a query spells it the same
-    to use that index."""
+    to use that index. A posting the ledger writes holds a ``\\u`` escape only for a control
+    character in a text it carries (its transcoder writes any other character as it is)."""
     name = ROUND_ID_KEY[:ROUND_ID_KEY.index(b'"', 1) + 1]
     key, name_sql = f"'\\x{ROUND_ID_KEY.hex()}'::bytea", f"'\\x{name.hex()}'::bytea"
     at, skip = f"position({key} IN state)", len(ROUND_ID_KEY)
-    return (f"CASE WHEN {at} > 0 AND position('\\x5c75'::bytea IN state) = 0 "
+    return (f"CASE WHEN {at} > 0 AND encode(state, 'escape') !~ '{_ESCAPE_U}' "
             f"AND position({name_sql} IN state) = {at} "
             f"AND position({name_sql} IN substring(state FROM {at} + 1)) = 0 "
             f"AND encode(substring(state FROM {at} + {skip} FOR 34), 'escape') "

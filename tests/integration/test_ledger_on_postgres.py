@@ -1322,6 +1322,31 @@ def test_a_round_check_finds_chips_posted_for_it_on_accounts_with_no_part_in_it(
     assert ledgers().check_round(r) == PAID_TO_STRANGERS
 
 
+@pytest.mark.parametrize("where", ["no account", "another account"])
+def test_a_posting_that_does_not_decode_off_the_rounds_accounts_stops_no_check(
+        ledgers: Callable[..., GameLedger], where: str) -> None:
+    # Every posting spelt otherwise is read at each check, on every account: one that does
+    # not decode, on a stream no account was opened as (which nothing else reads), made every
+    # round's check answer with it alone, a forged win included.
+    app = ledgers()
+    forged = _paid_to_strangers(app)
+    table = app.open_table("t3", "boss", "T3", CASINO)
+    honest = app.start_round("s3", "dealer", table)
+    for box, player in ((1, "P1"), (2, "P2")):
+        app.place_stake(f"p3-{box}", "dealer", honest, player, box, 10)
+    app.deal("d3", "dealer", honest)
+    app.open_account("a8", "cashier", "P8")
+    owner = uuid4() if where == "no account" else ids.account_id("P8")
+    version = 1 if where == "no account" else 2
+    append_around_the_ledger(app, StoredEvent(
+        originator_id=owner, originator_version=version, topic=Account.Posted.TOPIC,
+        state=b'{"round_id":{"_type_":"uuid_hex","_data_":"' + honest.hex.upper().encode()
+        + b'"}}'))
+    fresh = ledgers()
+    assert fresh.check_round(honest) == []
+    assert fresh.check_round(forged) == PAID_TO_STRANGERS
+
+
 def test_a_posting_naming_a_round_where_no_account_was_opened_is_named_by_its_id(
         ledgers: Callable[..., GameLedger]) -> None:
     app = ledgers()
@@ -1342,10 +1367,11 @@ def test_the_ledgers_own_postings_are_indexed_by_round_whatever_their_reasons_ho
         ledgers: Callable[..., GameLedger], env: dict[str, str],
         database: DatabaseSettings) -> None:
     # A reason with a quote or a backslash is written with an escape, which made the index
-    # read its postings as spelt otherwise: decoded at every check. Only a \u escape can.
+    # read its postings as spelt otherwise: decoded at every check. Only a \u escape does
+    # (the text \u of a Windows path is none).
     app = ledgers()
     _, r = open_round(app)
-    app.void("v", "manager", r, 'he said "no bet" at C:\\tables\\7, café')
+    app.void("v", "manager", r, 'he said "no bet" at C:\\users\\7, café')
     recorder = app.recorder
     assert isinstance(recorder, LedgerRecorder)
     with psycopg.connect(database.conninfo()) as conn:
