@@ -793,6 +793,8 @@ class GameLedger(Application[UUID]):
     def _owners(self, account_ids: list[UUID]) -> dict[UUID, str]:
         """Each account as a finding names it: whose it is, as it was opened, or its id where
         nothing was opened as an account under it."""
+        if not account_ids:  # the common case: no query
+            return {}
         recorder = self.recorder
         stored = (first_events(recorder, account_ids) if isinstance(recorder, LedgerRecorder)
                   else [s for a in account_ids for s in recorder.select_events(a, limit=1)])
