@@ -730,12 +730,8 @@ class GameLedger(Application[UUID]):
         by_request: dict[str, list[Any]] = {}
         for event in (created, *facts):
             by_request.setdefault(event.request_id, []).append(event)
-        wanted = [ids.receipt_id(r) for r in by_request]
-        recorder = self.recorder
-        stored = (first_events(recorder, wanted) if isinstance(recorder, LedgerRecorder) else
-                  [s for w in wanted for s in recorder.select_events(w, limit=1)])
-        receipts = {r.request_id: r for r in map(self.mapper.to_domain_event, stored)
-                    if isinstance(r, Receipt.Created)}
+        receipts = {r.request_id: r for r in self._first_events(
+            [ids.receipt_id(r) for r in by_request]) if isinstance(r, Receipt.Created)}
         findings = []
         for request_id, events in by_request.items():
             versions = ", ".join(f"v{e.originator_version}" for e in events)
@@ -795,13 +791,18 @@ class GameLedger(Application[UUID]):
         nothing was opened as an account under it."""
         if not account_ids:  # the common case: no query
             return {}
-        recorder = self.recorder
-        stored = (first_events(recorder, account_ids) if isinstance(recorder, LedgerRecorder)
-                  else [s for a in account_ids for s in recorder.select_events(a, limit=1)])
-        owners = {e.originator_id: e.owner for e in map(self.mapper.to_domain_event, stored)
+        owners = {e.originator_id: e.owner for e in self._first_events(account_ids)
                   if isinstance(e, Account.Created)}
         return {a: f"{owners[a]}'s account" if a in owners else
                 f"{a}, which no account was opened as" for a in account_ids}
+
+    def _first_events(self, originator_ids: list[UUID]) -> list[Any]:
+        """The first event of each of ``originator_ids`` that has one (on PostgreSQL, in one
+        query)."""
+        recorder = self.recorder
+        stored = (first_events(recorder, originator_ids) if isinstance(recorder, LedgerRecorder)
+                  else [s for i in originator_ids for s in recorder.select_events(i, limit=1)])
+        return [self.mapper.to_domain_event(s) for s in stored]
 
     def _postings_naming(self, round_id: UUID, account_ids: list[UUID]) -> list[Any]:
         """The postings that name round ``round_id`` on ``account_ids``, and on PostgreSQL on

@@ -1377,7 +1377,8 @@ def test_the_ledgers_own_postings_are_indexed_by_round_whatever_their_reasons_ho
     with psycopg.connect(database.conninfo()) as conn:
         rows = conn.execute(
             f'SELECT ({storage.POSTING_ROUND}) AS named FROM "{env["POSTGRES_SCHEMA"]}".'
-            f'"{recorder.events_table_name}" WHERE topic = %s', (Account.Posted.TOPIC,)
+            f'"{recorder.events_table_name}" WHERE topic = %s ORDER BY notification_id',
+            (Account.Posted.TOPIC,)
         ).fetchall()
     assert [row[0] for row in rows[-4:]] == [r.hex.encode()] * 4  # two holds, two releases
     assert ledgers().check_round(r) == []
