@@ -114,9 +114,12 @@ class RequestIdReused(LedgerError):
     """A request id came back with different content; the first request stands."""
 
     def __init__(self, request_id: str, command: str | None) -> None:
-        used = f"for a different request ({command})" if command else "by another key holder"
-        super().__init__(f"Request id '{request_id}' was already used {used}; send a new id "
-                         "(a UUID) for a new request.", "R-M4")
+        used = (f"for a different request ({command.replace('_', ' ')})" if command
+                else "by another key holder")
+        # Over HTTP the request's id is its Idempotency-Key header.
+        super().__init__(f"The request key (Idempotency-Key) '{request_id}' was already used "
+                         f"{used}, and that request stands; send a new key (a UUID) for a new "
+                         "request.", "R-M4")
 
 
 class TableClosed(LedgerError):

@@ -213,12 +213,12 @@ def test_a_request_id_reused_for_other_content_is_refused(make_ledger: MakeLedge
     app.place_stake("key-1", "dealer", r, "P1", 1, 100)
     mine = unchanged(app, lambda: app.place_stake("key-1", "dealer", r, "P1", 1, 200),
                      RequestIdReused, "R-M4")
-    assert "(place_stake)" in str(mine)
+    assert "(place stake)" in str(mine)
     # Another key holder learns only that the id is taken, not what it was used for.
     theirs = unchanged(app, lambda: app.buy_in("key-1", "cashier", "P1", 200),
                        RequestIdReused, "R-M4")
     assert "another key holder" in str(theirs)
-    assert "place_stake" not in str(theirs)
+    assert "place stake" not in str(theirs)
 
 
 def test_a_void_returns_every_chip_even_those_already_settled(make_ledger: MakeLedger) -> None:
