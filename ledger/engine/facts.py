@@ -159,9 +159,11 @@ class BoxSurrendered(Fact):
 class StakeSettled(Fact):
     """One stake ends (R-M2): ``held`` splits into ``released`` (back to the bettor) and
     ``lost`` (to the house); ``won`` is paid by the house on top. ``rate`` is the ratio
-    applied to the staked amount, ``remainder`` the fraction of a minor unit rounded
-    away, as ``[num, den]``. ``line`` is ``"main"`` for a stake on a hand and
-    ``"insurance"`` for an insurance bet (box 0, hand 0)."""
+    applied to the staked amount, ``remainder`` what rounding down to the table's
+    minimum unit took off the exact amount (R-M2, R-X5), in minor units as ``[num, den]``:
+    a fraction of one unit, or several whole units when the minimum unit is above 1.
+    ``line`` is ``"main"`` for a stake on a hand and ``"insurance"`` for an insurance bet
+    (box 0, hand 0)."""
 
     line: str
     bettor: str
