@@ -264,14 +264,15 @@ def prepare_service() -> tuple[DatabaseSettings, int]:
 
 
 def _check_serving(host: str, port: int) -> str:
-    """What gunicorn would refuse only in its log, or with a traceback: its timeout setting,
+    """What gunicorn would refuse only in its log, or with a traceback: its timeout settings,
     and an address it cannot bind (a port in use: it retries, then stops). The host as
     gunicorn takes it: an IPv6 address without brackets, which ``bind_address`` adds."""
-    timeout = os.environ.get("GUNICORN_TIMEOUT_S", "").strip()
-    if timeout and not (timeout.isascii() and timeout.isdigit()
-                        and 1 <= int(timeout) <= GUNICORN_TIMEOUT_MAX_S):
-        raise click.ClickException(f"GUNICORN_TIMEOUT_S is a whole number of seconds from 1 "
-                                   f"to {GUNICORN_TIMEOUT_MAX_S}, not {timeout!r}")
+    for variable in ("GUNICORN_TIMEOUT_S", "PITBOSS_READ_TIMEOUT_S"):
+        timeout = os.environ.get(variable, "").strip()
+        if timeout and not (timeout.isascii() and timeout.isdigit()
+                            and 1 <= int(timeout) <= GUNICORN_TIMEOUT_MAX_S):
+            raise click.ClickException(f"{variable} is a whole number of seconds from 1 to "
+                                       f"{GUNICORN_TIMEOUT_MAX_S}, not {timeout!r}")
     host = host.strip()
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]

@@ -121,6 +121,10 @@ def http_exception_problem(error: HTTPException) -> Response:
     if status == 404:  # no route matched: ids in paths are UUIDs, or no route takes it
         detail = ("There is no such route, or an id in the path is not a UUID (tables, rounds "
                   "and shoes are named by UUID).")
+    if status == 408:
+        detail = ("The request's body stopped arriving before it was whole; nothing was done. "
+                  "Send the request again, with the same Idempotency-Key.")
+        extensions["errors"] = {"body": [detail]}
     if status == 413:
         cap = current_app.config["MAX_CONTENT_LENGTH"]
         detail = f"The body is larger than the {cap // 1024} KiB a request may hold."

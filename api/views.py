@@ -13,7 +13,7 @@ import flask_smorest
 from marshmallow import Schema
 from webargs.core import missing
 from webargs.flaskparser import FlaskParser, abort
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge, RequestTimeout
 
 from api.auth import current_principal, requires
 from api.schemas import IdempotencyHeaderSchema
@@ -26,11 +26,17 @@ class Parser(FlaskParser):
     any other content type, charset or coding: webargs would read another type as no body
     at all, and the others as UTF-8 JSON all the same), whole (413 for a body sent in chunks that
     reaches the size cap: werkzeug would cut it there), and names each member once (400: a
-    proxy keeping the first of two would see another request). A 400, not webargs' 500, for
+    proxy keeping the first of two would see another request), and arriving (408 for one that
+    ends short or stops coming). A 400, not webargs' 500, for
     JSON nested past the recursion limit or an integer of more digits than Python converts."""
 
     def _raw_load_json(self, req: flask.Request) -> Any:
-        data = req.get_data(cache=True)  # 413 for a declared length over the cap
+        try:
+            data = req.get_data(cache=True)  # 413 for a declared length over the cap
+        except ClientDisconnected:
+            # The body ended short, or stopped arriving (deploy/gunicorn.conf.py bounds each
+            # read): told as a timeout, to a client that may still be listening.
+            raise RequestTimeout() from None
         if not data:
             return missing  # no body is no body; the schema says whether one is needed
         cap = flask.current_app.config.get("MAX_CONTENT_LENGTH")
@@ -89,7 +95,7 @@ _REPLAYED_DOC = {"description": "true on an answer repeated from the first time 
 # Documented on every route that reads or writes the ledger (405, for a method a route does
 # not take, is the path's, not an operation's: it falls under "default").
 _READ_ERRORS = (401, 403, 404, 422, 503)
-_WRITE_ERRORS = (401, 403, 404, 409, 413, 415, 422, 503)
+_WRITE_ERRORS = (401, 403, 404, 408, 409, 413, 415, 422, 503)
 
 
 def guard(blp: Blueprint, *roles: str, mutating: bool = False,

@@ -39,6 +39,13 @@ limit_request_field_size = 8190
 max_requests = 10_000
 max_requests_jitter = 1_000
 
+# A client that goes quiet in the middle of a request (a terminal dropped off the network
+# after sending half a body) would hold its worker thread for good: once a request has begun,
+# gunicorn reads it with no time limit. Each read from a client's connection waits at most
+# this long (the listening socket's SO_RCVTIMEO, which every accepted connection inherits);
+# then the app answers 408 and the connection is closed. Set in when_ready below.
+_read_timeout_s = int(_setting("PITBOSS_READ_TIMEOUT_S", "10"))
+
 accesslog = "-"
 errorlog = "-"
 loglevel = _setting("PITBOSS_LOG_LEVEL", "info").lower()
@@ -63,3 +70,29 @@ def on_starting(server):
 
     settings, _ = prepare_service()
     os.environ["DATABASE_URL"] = settings.url()
+
+
+def when_ready(server):
+    """Once the listening sockets are bound, before any worker forks: bound each read of a
+    request (``_read_timeout_s`` above), and log a read that waited that long in a line."""
+    import logging
+    import socket
+    import struct
+
+    timeval = struct.pack("ll", _read_timeout_s, 0)
+    for listener in server.LISTENERS:
+        listener.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    logging.getLogger("gunicorn.error").addFilter(_stalled_read_in_a_line)
+
+
+def _stalled_read_in_a_line(record):
+    """gunicorn logs a read that timed out while it reads a request's headers as a socket
+    error, with its traceback (the timed-out read raises EAGAIN: the socket blocks)."""
+    error = record.exc_info[1] if record.exc_info else None
+    if isinstance(error, BlockingIOError):
+        record.msg = ("a client sent nothing for %d s in the middle of a request's headers; "
+                      "its connection was closed")
+        record.args = (_read_timeout_s,)
+        record.exc_info = record.exc_text = None
+        record.levelno, record.levelname = 30, "WARNING"
+    return True

@@ -390,15 +390,16 @@ def test_demo_and_serve_refuse_a_port_in_use_before_touching_anything(tmp_path, 
         "[::1]:80"
 
 
-@pytest.mark.parametrize("timeout", ["abc", "0", "-5", "1e2"])
+@pytest.mark.parametrize("variable", ["GUNICORN_TIMEOUT_S", "PITBOSS_READ_TIMEOUT_S"])
+@pytest.mark.parametrize("timeout", ["abc", "0", "-5", "1e2", "3601"])
 def test_serve_refuses_a_gunicorn_timeout_that_is_no_number_of_seconds(monkeypatch, unused_port,
-                                                                      timeout):
+                                                                      variable, timeout):
     # gunicorn said "serving on", then failed to read its configuration, with a traceback.
-    monkeypatch.setenv("GUNICORN_TIMEOUT_S", timeout)
+    monkeypatch.setenv(variable, timeout)
     for command in ("demo", "serve"):
         result = CliRunner().invoke(main, [command, "--port", str(unused_port)])
         assert result.exit_code == 1, result.output
-        assert result.output == ("Error: GUNICORN_TIMEOUT_S is a whole number of seconds from "
+        assert result.output == (f"Error: {variable} is a whole number of seconds from "
                                  f"1 to 3600, not {timeout!r}\n")
 
 
@@ -987,7 +988,8 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
 
     # Set empty, as an env file's "GUNICORN_TIMEOUT_S=" sets it: the default (gunicorn's
     # configuration read "" as a number and stopped).
-    env = {**_command_env(database, postgres_env, tmp_path), "GUNICORN_TIMEOUT_S": ""}
+    env = {**_command_env(database, postgres_env, tmp_path), "GUNICORN_TIMEOUT_S": "",
+           "PITBOSS_READ_TIMEOUT_S": "1"}
     keys = {}
     for role in ("dealer", "cashier", "auditor"):
         made = CliRunner().invoke(main, ["keys", "create", "--name", f"t-{role}", "--role", role,
@@ -1020,8 +1022,31 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
             assert chain["intact"], chain["findings"]
         finally:
             auditor.close()
+        # A client gone quiet mid-request held its thread for good, with no answer.
+        head = (f"POST /accounts/P1/buy-in HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                f"{keys['cashier']}\r\nIdempotency-Key: stalled\r\nContent-Type: "
+                "application/json\r\nContent-Length: 13\r\n\r\n")
+        answer = _answer_to(unused_port, head + '{"amo')
+        assert answer.startswith("HTTP/1.1 408 "), answer
+        assert "stopped arriving before it was whole" in answer
+        assert _answer_to(unused_port, "GET /healthz HTTP/1.1\r\nHost: x\r\n") == ""
+        _read_until(server, "a client sent nothing for 1 s in the middle of a request's headers",
+                    20)
     finally:
         _stop(server)
+
+
+def _answer_to(port: int, sent: str) -> str:
+    """What the server answers to ``sent`` before it closes the connection (a client that
+    sends no more, but waits 20 s at most)."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+        conn.sendall(sent.encode())
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer.decode()
 
 
 def test_stopping_a_child_stops_its_whole_group_even_a_process_that_ignores_sigterm(tmp_path):
