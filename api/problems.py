@@ -33,6 +33,7 @@ from flask import Flask, Response, current_app, jsonify
 from marshmallow import Schema, fields
 from werkzeug.exceptions import HTTPException
 
+from api.schemas import RULING_MOVES_CHIPS
 from ledger.errors import InvariantBroken, LedgerError
 
 logger = logging.getLogger("pitboss.api")
@@ -104,12 +105,17 @@ def http_exception_problem(error: HTTPException) -> Response:
     if isinstance(data, dict) and "messages" in data:
         # webargs (through flask-smorest) attaches the schema's messages by location.
         errors = flatten_messages(data["messages"])
+        rule = _rule_of(errors)
+        # A body of thousands of faulty items is answered with the first few, not a copy
+        # of each: the answer stays small whatever was sent.
+        shown = {name: messages[:FIELDS_SHOWN]
+                 for name, messages in sorted(errors.items())[:FIELDS_SHOWN]}
         detail = "The request does not fit its schema: " + "; ".join(
-            f"{name}: {' '.join(messages)}" for name, messages in sorted(errors.items())
-        )
+            f"{name}: {' '.join(messages)}" for name, messages in shown.items())
+        if len(errors) > len(shown):
+            detail += f"; and {len(errors) - len(shown):,} more fields"
         kind = _SCHEMA_PROBLEMS.get(status, "InvalidRequest")
-        return problem(status, _words(kind), detail, error=kind, rule=_rule_of(errors),
-                       errors=errors)
+        return problem(status, _words(kind), detail, error=kind, rule=rule, errors=shown)
     if status in (401, 403):
         # Both are about the key sent in the Authorization header: name it as the field.
         extensions["errors"] = {"Authorization": [error.description or error.name]}
@@ -134,18 +140,29 @@ def http_exception_problem(error: HTTPException) -> Response:
 
 
 _SCHEMA_PROBLEMS = {400: "MalformedRequest", 415: "UnsupportedMediaType"}
+# The most fields (and messages of one field) a schema refusal names.
+FIELDS_SHOWN = 10
+# Messages about a name the request should not have sent, not about a value.
+NOT_A_QUERY_PARAMETER = "Not a query parameter of this route."
+GIVEN_TWICE = "Given more than once in the query."
+NOT_A_FIELD = frozenset({"Unknown field.", NOT_A_QUERY_PARAMETER, GIVEN_TWICE})
 
 
 def _rule_of(errors: Mapping[str, list[str]]) -> str | None:
     """The rule a schema refusal enforces, where one does: an amount (a stake's, or a ruling's
-    adjustment for a player) is a whole number of minor units (R-M1); a change names its
-    request (R-M4). Other fields are format only."""
-    if "Idempotency-Key" in errors:
+    adjustment for a player) is a whole number of minor units (R-M1), and a ruling moves chips
+    (R-V2); a change names its request (R-M4). Other fields are format only, and so is a name
+    the request should not have sent (an unknown member or query parameter named ``amount``)."""
+    valued = {name: set(messages) - NOT_A_FIELD for name, messages in errors.items()}
+    if valued.get("Idempotency-Key"):
         return "R-M4"
-    if any(name.rsplit(".", 1)[-1] == "amount"
-           or (name.startswith("adjustments.") and name.endswith(".value")) for name in errors):
+    adjustments = [messages for name, messages in valued.items()
+                   if name.startswith("adjustments.") and name.endswith(".value") and messages]
+    if any(name.rsplit(".", 1)[-1] == "amount" and messages
+           for name, messages in valued.items()) or any(
+            messages - {RULING_MOVES_CHIPS} for messages in adjustments):
         return "R-M1"
-    return None
+    return "R-V2" if adjustments else None
 
 
 def flatten_messages(messages: object) -> dict[str, list[str]]:

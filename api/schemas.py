@@ -353,9 +353,12 @@ class InsuranceSchema(Schema):
     amount = amount(required=True)
 
 
+RULING_MOVES_CHIPS = "A ruling moves a non-zero amount for each player it names."  # R-V2
+
+
 def _not_zero(value: int) -> int:
     if value == 0:
-        raise ValidationError("A ruling moves a non-zero amount for each player it names.")
+        raise ValidationError(RULING_MOVES_CHIPS)
     return value
 
 

@@ -16,6 +16,7 @@ from webargs.flaskparser import FlaskParser, abort
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge, RequestTimeout
 
 from api.auth import current_principal, requires
+from api.problems import GIVEN_TWICE, NOT_A_QUERY_PARAMETER
 from api.schemas import IdempotencyHeaderSchema
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -157,8 +158,8 @@ def _query_as_documented(view: F) -> F:
         twice = [name for name in query if len(query.getlist(name)) > 1]
         if unknown or twice:
             abort(422, messages={"query": {
-                **{name: ["Unknown field."] for name in unknown},
-                **{name: ["Given more than once."] for name in twice if name not in unknown}}})
+                **{name: [NOT_A_QUERY_PARAMETER] for name in unknown},
+                **{name: [GIVEN_TWICE] for name in twice if name not in unknown}}})
         return view(*args, **kwargs)
 
     return checked  # type: ignore[return-value]

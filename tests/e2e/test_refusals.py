@@ -275,7 +275,7 @@ def test_a_body_off_its_schema_is_422_naming_the_field(desk, body, field):
 
 @pytest.mark.parametrize(("adjustments", "rule"), [
     ({"P1": 1.5}, "R-M1"), ({"P1": True}, "R-M1"), ({"P1": 10**12 + 1}, "R-M1"),
-    ({"": 5}, None), ({"P1": 0}, "R-M1"), ({}, None)])
+    ({"": 5}, None), ({"P1": 0}, "R-V2"), ({"P1": 0, "P2": 0.5}, "R-M1"), ({}, None)])
 def test_a_rulings_amounts_are_minor_units_too(desk, adjustments, rule):
     body = {"reason": "paid short", "corrects": [1], "adjustments": adjustments}
     response = problem_of(desk.http.post(f"/rounds/{desk.round_id}/rulings", body,
@@ -383,6 +383,29 @@ def test_a_query_parameter_the_route_does_not_take_or_given_twice_is_refused(
                                  role="dealer" if method == "POST" else "auditor")
     problem = problem_of(response, 422)
     assert list(problem["errors"]) == [field], problem
+    # A name sent where none is taken breaks no rule: ?amount=999 cited R-M1.
+    assert problem["errors"][field] in (["Not a query parameter of this route."],
+                                        ["Given more than once in the query."]), problem
+    assert problem["rule"] is None, problem
+
+
+def test_a_member_a_command_does_not_take_cites_no_rule_even_named_amount(desk):
+    # An unknown member named "amount" cited R-M1, as if the amount sent were refused.
+    answer = desk.http.post(f"/rounds/{desk.round_id}/stand",
+                            {"player": "P1", "box": 1, "amount": 5})
+    problem = problem_of(answer, 422)
+    assert problem["errors"] == {"amount": ["Unknown field."]}, problem
+    assert problem["rule"] is None
+
+
+def test_a_body_of_thousands_of_faults_is_answered_with_the_first_few(desk):
+    # 16,000 faulty items were each named: a 48 KB body was answered with 1.26 MB.
+    body = {"reason": "paid short", "corrects": [{}] * 16_000, "adjustments": {"P1": 5}}
+    answer = desk.http.post(f"/rounds/{desk.round_id}/rulings", body, role="manager")
+    problem = problem_of(answer, 422)
+    assert sorted(problem["errors"]) == sorted(f"corrects.{n}" for n in range(16_000))[:10]
+    assert problem["detail"].endswith("; and 15,990 more fields")
+    assert len(answer.data) < 3_000
 
 
 # --- the ledger's refusals -------------------------------------------------------------------
