@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from api.auth import AUDITOR, CASHIER, MANAGER
 from api.schemas import (
+    NOT_A_PLAYER_ID,
+    PLAYER_PATTERN,
     AccountSchema,
     AmountSchema,
     EntriesPageSchema,
@@ -14,6 +17,7 @@ from api.schemas import (
 )
 from api.services import ledger
 from api.views import Blueprint, actor, guard
+from ledger.errors import NameRefused
 
 blp = Blueprint("accounts", __name__, description="Player accounts (cashier).")
 
@@ -37,7 +41,7 @@ def open_account(body: dict[str, Any], request_id: str) -> dict[str, Any]:
 @blp.response(200, AccountSchema)
 def buy_in(body: dict[str, Any], player: str, request_id: str) -> dict[str, Any]:
     """Chips bought at the cashier's desk."""
-    return ledger().buy_in(request_id, actor(), player, body["amount"])
+    return ledger().buy_in(request_id, actor(), player_id(player), body["amount"])
 
 
 @blp.route("/accounts/<player>/cash-out", methods=["POST"])
@@ -46,7 +50,7 @@ def buy_in(body: dict[str, Any], player: str, request_id: str) -> dict[str, Any]
 @blp.response(200, AccountSchema)
 def cash_out(body: dict[str, Any], player: str, request_id: str) -> dict[str, Any]:
     """Chips exchanged back; never more than available (R-M3)."""
-    return ledger().cash_out(request_id, actor(), player, body["amount"])
+    return ledger().cash_out(request_id, actor(), player_id(player), body["amount"])
 
 
 @blp.route("/accounts/<player>", methods=["GET"])
@@ -54,7 +58,7 @@ def cash_out(body: dict[str, Any], player: str, request_id: str) -> dict[str, An
 @blp.response(200, AccountSchema)
 def balance(player: str) -> dict[str, Any]:
     """A player's balance: available, held (stakes in play) and total."""
-    return ledger().balance(player)
+    return ledger().balance(player_id(player))
 
 
 @blp.route("/accounts/<player>/entries", methods=["GET"])
@@ -63,4 +67,13 @@ def balance(player: str) -> dict[str, Any]:
 @blp.response(200, EntriesPageSchema)
 def statement(query: dict[str, Any], player: str) -> dict[str, Any]:
     """A player's statement: every entry of the account in order, a page at a time."""
-    return ledger().account_entries(player, after=query["after"], limit=query["limit"])
+    return ledger().account_entries(player_id(player), after=query["after"], limit=query["limit"])
+
+
+def player_id(player: str) -> str:
+    """The player named in a path, refused as one named in a body is: accounts are opened
+    with ids of that form only, and "Player é has no account; the cashier opens one." sent
+    the cashier to a refusal."""
+    if re.fullmatch(PLAYER_PATTERN, player) is None:
+        raise NameRefused(NOT_A_PLAYER_ID, field="player")  # RULES.md has no rule on names
+    return player

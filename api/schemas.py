@@ -137,13 +137,15 @@ def amount(**kwargs: Any) -> WholeNumber:
     return WholeNumber(validate=validate.Range(1, AMOUNT_MAX), **kwargs)
 
 
+NOT_A_PLAYER_ID: Final = ("Not a valid player id (a letter or digit, then up to 63 of A-Z a-z "
+                          "0-9 . _ @ + -).")
+
+
 def player(**kwargs: Any) -> fields.String:
     metadata = {"description": "A player id: a letter or digit, then up to 63 of "
                 "A-Z a-z 0-9 . _ @ + -", **kwargs.pop("metadata", {})}
-    return fields.String(
-        validate=FullMatch(PLAYER_PATTERN, error="Not a valid player id (a letter or digit, "
-                           "then up to 63 of A-Z a-z 0-9 . _ @ + -)."),
-        metadata=metadata, **kwargs)
+    return fields.String(validate=FullMatch(PLAYER_PATTERN, error=NOT_A_PLAYER_ID),
+                         metadata=metadata, **kwargs)
 
 
 def box(**kwargs: Any) -> WholeNumber:

@@ -413,13 +413,17 @@ def test_a_body_of_thousands_of_faults_is_answered_with_the_first_few(desk):
 
 @pytest.mark.parametrize(("method", "path"), [
     ("get", "/accounts/%00"), ("get", f"/accounts/{'a' * 65}"), ("get", "/accounts/%01/entries"),
-    ("post", "/accounts/%E2%80%AE/buy-in"), ("post", "/accounts/%20P1/cash-out")])
+    ("post", "/accounts/%E2%80%AE/buy-in"), ("post", "/accounts/%20P1/cash-out"),
+    ("post", "/accounts/%C3%A9/buy-in"), ("get", "/accounts/a%20b"),
+    ("get", "/accounts/.P1/entries")])
 def test_a_player_in_the_path_that_names_no_one_is_422_naming_the_player(desk, method, path):
-    # It was looked for, and the 404 echoed the control character back.
+    # It was looked for, and the 404 echoed the control character back; a printable id no
+    # account can have ("é") was told to have the cashier open one, which the cashier cannot.
     response = (desk.http.get(path, role="cashier") if method == "get" else
                 desk.http.post(path, {"amount": 5}, role="cashier"))
     body = problem_of(response, 422)
-    assert (body["error"], body["rule"], list(body["errors"])) == ("NameRefused", None, ["player"])
+    assert (body["error"], body["rule"], body["errors"]) == ("NameRefused", None, {"player": [
+        "Not a valid player id (a letter or digit, then up to 63 of A-Z a-z 0-9 . _ @ + -)."]})
 
 
 def test_insufficient_chips_is_422_with_its_rule(desk):
