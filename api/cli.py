@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import re
 import signal
@@ -354,12 +355,23 @@ def db_stop(data_dir: Path) -> None:
 # --- the projection worker -------------------------------------------------------------------
 
 
+class _Seconds(click.FloatRange):
+    """A number of seconds in a range; NaN, which every comparison lets through, is none."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if math.isnan(seconds):
+            self.fail(f"{value!r} is not a number of seconds.", param, ctx)
+        return seconds
+
+
 @main.command()
 @click.option("--batch-size", default=BATCH_SIZE_DEFAULT, show_default=True,
               type=click.IntRange(1, BATCH_SIZE_MAX), envvar="PITBOSS_PROJECTION_BATCH_SIZE",
               show_envvar=True, help="events applied per transaction")
 @click.option("--poll-interval", "poll_interval_s", default=1.0, show_default=True,
-              type=click.FloatRange(POLL_INTERVAL_MIN_S, POLL_INTERVAL_MAX_S),
+              type=_Seconds(POLL_INTERVAL_MIN_S, POLL_INTERVAL_MAX_S),
               envvar="PITBOSS_PROJECTION_POLL_INTERVAL_S", show_envvar=True,
               help="seconds between looks when idle (a NOTIFY wakes it sooner)")
 def project(batch_size: int, poll_interval_s: float) -> None:

@@ -790,6 +790,24 @@ def test_positions_says_when_the_worker_never_made_the_read_models(postgres_env,
                              "(pitboss project) makes them\n")
 
 
+@pytest.mark.parametrize("schema", ['no"such', "a b", "1st", "x" * 64])
+def test_a_schema_that_is_no_plain_name_is_refused_in_a_sentence(database, monkeypatch, schema):
+    # The library writes it into its SQL unquoted: a quote in it ended in a traceback.
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", schema)
+    result = CliRunner().invoke(main, ["positions"])
+    assert result.exit_code == 1, result.output
+    assert result.output == ("Error: POSTGRES_SCHEMA is a plain name: a letter or _, then up to "
+                             f"62 letters, digits or _; not {schema!r}\n")
+
+
+def test_the_projection_worker_refuses_a_poll_interval_that_is_no_number(monkeypatch):
+    # NaN passed the range check, and the worker failed with a traceback once started.
+    result = CliRunner().invoke(main, ["project", "--poll-interval", "nan"])
+    assert result.exit_code == 2, result.output
+    assert "'nan' is not a number of seconds." in result.output
+
+
 UNREACHABLE = {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/nothing",
                "POSTGRES_CONNECT_TIMEOUT": "1"}
 
