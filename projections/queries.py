@@ -150,7 +150,11 @@ class ReadModels:
         if started_from is not None and started_to is not None and started_from >= started_to:
             raise QueryRefused("The start of a time range must come before its end.",
                                   field="started_to")
-        after = None if cursor is None else self._cursors.decode(cursor, "rounds", _round_key)
+        # A page's cursor holds for the filters of the page that gave it out: under others it
+        # would go on from a place in another list, and skip rounds unseen.
+        of = _filtered("rounds", table_id, player, status, started_from, started_to,
+                       *flags.values())
+        after = None if cursor is None else self._cursors.decode(cursor, of, _round_key)
 
         r = SQL("r.")
         key = SQL("p.") if player is not None else r
@@ -198,7 +202,7 @@ class ReadModels:
         if len(rows) > limit:
             last = page[-1]
             next_cursor = self._cursors.encode(
-                "rounds", [last["started_at"].isoformat(), str(last["round_id"])])
+                of, [last["started_at"].isoformat(), str(last["round_id"])])
         return {"items": [_round_json(row) for row in page], "next_cursor": next_cursor}
 
     # ---------------------------------------------------------------- balances
@@ -211,8 +215,8 @@ class ReadModels:
                                    or not 1 <= len(player) <= NAME_MAX_CHARS):
             raise QueryRefused(f"A player id is 1 to {NAME_MAX_CHARS} characters.",
                                   field="player")
-        after = None if cursor is None else self._cursors.decode(cursor, "balances",
-                                                                 _balance_key)
+        of = _filtered("balances", player)
+        after = None if cursor is None else self._cursors.decode(cursor, of, _balance_key)
         where: list[Composable] = []
         params: list[Any] = []
         if player is not None:
@@ -233,7 +237,7 @@ class ReadModels:
         next_cursor = None
         if len(rows) > limit:
             next_cursor = self._cursors.encode(
-                "balances", [page[-1]["owner"], str(page[-1]["account_id"])])
+                of, [page[-1]["owner"], str(page[-1]["account_id"])])
         return {"items": [_balance_json(row) for row in page], "next_cursor": next_cursor}
 
     def house_results(self, *, limit: int = 100, cursor: str | None = None) -> dict[str, Any]:
@@ -424,8 +428,14 @@ class _Cursors:
             if len(signed) <= self.TAG_BYTES or not hmac.compare_digest(tag, self._tag(raw)):
                 raise ValueError("not signed here")
             key = json.loads(raw)
-            if not isinstance(key, list) or len(key) != parts + 1 or key[0] != of \
+            if not isinstance(key, list) or len(key) != parts + 1 \
                     or not all(isinstance(k, str) and k.isprintable() for k in key):
+                raise ValueError(key)
+            if key[0] != of:
+                if key[0].split(":")[0] == of.split(":")[0]:
+                    raise QueryRefused("The cursor was given out for this list under other "
+                                       "filters: send the filters of the first page with it, "
+                                       "or start again without it.", field="cursor")
                 raise ValueError(key)
             for k in key:
                 k.encode()  # a lone surrogate (from a \ud800 escape) is no text to look up
@@ -433,6 +443,14 @@ class _Cursors:
         except (ValueError, binascii.Error, UnicodeError):
             raise refused from None
         return parsed
+
+
+def _filtered(name: str, *filters: object) -> str:
+    """A list's name for its cursors, with a digest of the filters it was given."""
+    given = json.dumps([None if f is None else  # an instant however its zone was written
+                        str(f.astimezone(UTC) if isinstance(f, datetime) else f)
+                        for f in filters]).encode()
+    return f"{name}:{hashlib.sha256(given).hexdigest()[:16]}"
 
 
 def _round_key(key: list[str]) -> list[Any]:

@@ -187,3 +187,28 @@ def test_a_cursor_of_one_list_is_refused_by_another(played):
                                   422)["detail"]
     assert "cursor" in problem_of(http.get("/audit/house", cursor=balances_cursor),
                                   422)["detail"]
+
+
+def test_a_cursor_holds_for_the_filters_that_gave_it_out_only(played):
+    # An auditor who changed a filter mid-walk went on from the old list's place in the new
+    # one, skipping rounds unseen.
+    _, desk, _ = played
+    http = desk.http
+    first = http.ok(http.get("/audit/rounds", limit=1, status="settled"))
+    cursor = first["next_cursor"]
+    refused = problem_of(http.get("/audit/rounds", limit=1, cursor=cursor), 422)
+    assert refused["errors"] == {"cursor": [
+        "The cursor was given out for this list under other filters: send the filters of the "
+        "first page with it, or start again without it."]}
+    assert problem_of(http.get("/audit/rounds", limit=1, cursor=cursor, status="settled",
+                               player="P1"), 422)["errors"] == refused["errors"]
+    # The same filters, another page size, and the time bound written in another zone: taken.
+    later = http.ok(http.get("/audit/rounds", limit=5, cursor=cursor, status="settled"))
+    assert [r["round_id"] for r in later["items"]] != [r["round_id"] for r in first["items"]]
+    since = {"started_from": "2000-01-01T00:00:00+00:00"}
+    cursor = http.ok(http.get("/audit/rounds", limit=1, **since))["next_cursor"]
+    http.ok(http.get("/audit/rounds", limit=1, cursor=cursor,
+                     started_from="2000-01-01T01:00:00+01:00"))
+    cursor = http.ok(http.get("/audit/balances", limit=1))["next_cursor"]
+    assert problem_of(http.get("/audit/balances", limit=1, cursor=cursor, player="P1"),
+                      422)["errors"] == refused["errors"]
