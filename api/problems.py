@@ -151,8 +151,9 @@ NOT_A_FIELD = frozenset({"Unknown field.", NOT_A_QUERY_PARAMETER, GIVEN_TWICE})
 def _rule_of(errors: Mapping[str, list[str]]) -> str | None:
     """The rule a schema refusal enforces, where one does: an amount (a stake's, or a ruling's
     adjustment for a player) is a whole number of minor units (R-M1), and a ruling moves chips
-    (R-V2); a change names its request (R-M4). Other fields are format only, and so is a name
-    the request should not have sent (an unknown member or query parameter named ``amount``)."""
+    (R-V2); a change names its request (R-M4); a rule setting is one of its values (R-S1).
+    Other fields are format only, and so is a name the request should not have sent (an
+    unknown member or query parameter named ``amount``)."""
     valued = {name: set(messages) - NOT_A_FIELD for name, messages in errors.items()}
     if valued.get("Idempotency-Key"):
         return "R-M4"
@@ -162,7 +163,11 @@ def _rule_of(errors: Mapping[str, list[str]]) -> str | None:
            for name, messages in valued.items()) or any(
             messages - {RULING_MOVES_CHIPS} for messages in adjustments):
         return "R-M1"
-    return "R-V2" if adjustments else None
+    if adjustments:
+        return "R-V2"
+    # A rule setting out of its range, as the ledger cites it.
+    return "R-S1" if any(name.startswith("overrides.") and messages
+                         for name, messages in valued.items()) else None
 
 
 def flatten_messages(messages: object) -> dict[str, list[str]]:

@@ -30,6 +30,7 @@ from ledger.rules import (
     DEALER_POLICIES,
     PRESETS,
     RATIO_FIELDS,
+    SETTING_RANGES,
     RuleSet,
 )
 from ledger.storage import (
@@ -264,7 +265,10 @@ def _rule_field(name: str, *, required: bool) -> fields.Field[Any]:
         return fields.String(validate=validate.OneOf(DEALER_NATURAL_TAKES), required=required)
     if name == "name":
         return text(64, required=required)
-    return WholeNumber(validate=validate.Range(0, 1_000_000), required=required)
+    low, high = SETTING_RANGES[name]  # a new whole-number setting needs its range there
+    # In the ledger's words (R-S1, cited as the ledger cites it).
+    return WholeNumber(validate=validate.Range(
+        low, high, error="It must be a whole number from {min} to {max}."), required=required)
 
 
 # One field per setting of the rule set, so a new setting of the ledger shows up here by itself.

@@ -155,6 +155,14 @@ def rules_hash(content: Mapping[str, Any]) -> str:
                           ).hexdigest()
 
 
+# The whole-number settings of a rule set and their ranges (R-S1), as the API document gives
+# them too.
+SETTING_RANGES: dict[str, tuple[int, int]] = {
+    "version": (1, 1_000_000), "decks": (1, 8), "wild_cards": (0, 4),
+    "penetration_percent": (50, 90), "max_hands_per_box": (1, 4), "bettors_per_box": (1, 3),
+    "min_boxes_lone_player": (1, 3)}
+
+
 def _check_int(name: str, value: object, low: int, high: int) -> None:
     if type(value) is not int or not low <= value <= high:
         raise RuleSetInvalid(name, f"it must be a whole number from {low} to {high}")
@@ -163,13 +171,8 @@ def _check_int(name: str, value: object, low: int, high: int) -> None:
 def _check_rules(rules: RuleSet) -> None:
     if not isinstance(rules.name, str) or not rules.name.strip() or len(rules.name) > 64:
         raise RuleSetInvalid("name", "it must be a non-empty text of at most 64 characters")
-    _check_int("version", rules.version, 1, 1_000_000)
-    _check_int("decks", rules.decks, 1, 8)
-    _check_int("wild_cards", rules.wild_cards, 0, 4)
-    _check_int("penetration_percent", rules.penetration_percent, 50, 90)
-    _check_int("max_hands_per_box", rules.max_hands_per_box, 1, 4)
-    _check_int("bettors_per_box", rules.bettors_per_box, 1, 3)
-    _check_int("min_boxes_lone_player", rules.min_boxes_lone_player, 1, 3)
+    for name, (low, high) in SETTING_RANGES.items():
+        _check_int(name, getattr(rules, name), low, high)
     for name in BOOL_FIELDS:
         if type(getattr(rules, name)) is not bool:
             raise RuleSetInvalid(name, "it must be true or false")

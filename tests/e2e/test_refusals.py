@@ -366,6 +366,19 @@ def test_an_invalid_rule_set_is_422_naming_the_setting(http, body, field):
     assert list(problem["errors"]) == [field], problem
 
 
+@pytest.mark.parametrize("decks", [-1, 0, 9, 10**6 + 1])
+def test_a_rule_setting_out_of_its_range_is_told_its_range_and_rule(http, decks):
+    # -1 was told "between 0 and 1000000" with no rule, 0 "from 1 to 8" with R-S1.
+    body = {"name": "T", "preset": "casino", "overrides": {"name": "mine", "decks": decks}}
+    problem = problem_of(http.post("/tables", body, role="manager"), 422)
+    assert problem["errors"] == {"overrides.decks": [
+        "It must be a whole number from 1 to 8."]}, problem
+    assert problem["rule"] == "R-S1"
+    declared = http.ok(http.get("/openapi.json"))["components"]["schemas"]["RuleOverrides"]
+    assert (declared["properties"]["decks"]["minimum"],
+            declared["properties"]["decks"]["maximum"]) == (1, 8)
+
+
 @pytest.mark.parametrize(("method", "path", "query", "field"), [
     ("GET", "/rounds/{r}", "version=1", "version"),  # answered with the latest, ignored
     ("GET", "/audit/rounds/{r}/events", "after=1", "after"),
