@@ -53,11 +53,15 @@ class Parser(FlaskParser):
             abort(415, messages={"Content-Encoding": [
                 "A request body is sent uncompressed: send it without Content-Encoding."]})
         try:
-            return json.loads(data.decode(), object_pairs_hook=_members_once)
+            return json.loads(data.decode(), object_pairs_hook=_members_once,
+                              parse_constant=_no_constant)
         except RecursionError:
             abort(400, messages={"json": ["The JSON body is nested too deeply."]})
         except _RepeatedMember as repeated:
             abort(400, messages={"json": [f"The JSON body names '{repeated}' twice."]})
+        except _NotJson as constant:
+            abort(400, messages={"json": [f"The JSON body holds {constant}, which is not a "
+                                          "JSON number."]})
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise  # webargs answers these itself
         except ValueError:  # an integer of more digits than Python converts
@@ -70,6 +74,15 @@ _UTF_8 = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 
 class _RepeatedMember(Exception):
     pass
+
+
+class _NotJson(Exception):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    """NaN, Infinity and -Infinity, which Python's reader takes and JSON has not."""
+    raise _NotJson(name)
 
 
 def _members_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -208,6 +208,15 @@ def test_a_body_naming_a_member_twice_is_400_and_moves_nothing(desk):
     assert available(desk) == before
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_body_holding_nan_or_infinity_is_malformed_json(desk, constant):
+    # Python's reader took them, and the amount was told "Not a valid integer."
+    response = cashier_post(desk, "/accounts/P1/buy-in", f'{{"amount": {constant}}}',
+                            "application/json")
+    assert problem_of(response, 400)["errors"] == {"body": [
+        f"The JSON body holds {constant}, which is not a JSON number."]}
+
+
 @pytest.mark.parametrize("content_type", [
     "text/plain", None, "application/x-www-form-urlencoded",
     # JSON of another kind, or in a charset other than the UTF-8 it is read as
