@@ -217,7 +217,6 @@ class GameLedger(Application[UUID]):
         _check_currency(currency)
         _check_rule_set(rules)
         limits = limits or TableLimits()
-        limits.check_given()
         table_id = ids.table_id(name)
         payload = {"name": name, "rules": rules.to_dict(), "limits": limits.to_dict(),
                    "currency": currency}
@@ -256,7 +255,6 @@ class GameLedger(Application[UUID]):
             if not kept:
                 _check_rule_set(rules)
             merged = TableLimits.from_dict({**table.limits, **changes})
-            merged.check_given()
             table.trigger_event(Table.RulesChanged, rules=rules.to_dict(),
                                 rules_hash=rules.content_hash, limits=merged.to_dict(),
                                 reason=reason, actor=actor, request_id=request_id,

@@ -123,15 +123,6 @@ class TableLimits:
             raise RuleSetInvalid("table_max", f"it exceeds the largest supported amount "
                                  f"({AMOUNT_MAX})", _LIMITS)
 
-    def check_given(self) -> None:
-        """What limits put in force now must also be: checked where they are given, not where
-        a table or round that recorded them is read (limits an earlier version took stay
-        readable)."""
-        if self.min_chip > self.table_max:
-            raise RuleSetInvalid("min_chip", f"the minimum chip {self.min_chip} is above the "
-                                 f"table maximum {self.table_max}: no insurance could be "
-                                 "placed", _LIMITS)
-
     def __deepcopy__(self, memo: dict[int, Any]) -> TableLimits:
         return self  # immutable
 

@@ -731,21 +731,3 @@ def test_rule_changes_naming_different_limits_keep_both(make_ledger: MakeLedger)
     after = app.table(table)
     assert after["version"] == version
     assert (after["limits"]["table_min"], after["limits"]["table_max"]) == (20, 2000)
-
-
-def test_a_minimum_chip_above_the_table_maximum_is_refused_where_limits_are_given(
-        make_ledger: MakeLedger) -> None:
-    # Taken, it left a table on which no insurance could ever be placed (R-X15).
-    app = make_ledger()
-    over = TableLimits(table_min=10, table_max=100, min_chip=105, min_unit=1)
-    refused = unchanged(app, lambda: app.open_table("o", "boss", "T1", CASINO, over),
-                        RuleSetInvalid, "R-X15")
-    assert refused.field == "min_chip"
-    assert "the minimum chip 105 is above the table maximum 100" in str(refused)
-    table = app.open_table("o2", "boss", "T2", CASINO, TableLimits(table_max=100))
-    refused = unchanged(app, lambda: app.change_rules("c", "manager", table, CASINO,
-                                                      {"min_chip": 105}, "bigger chips"),
-                        RuleSetInvalid, "R-X15")
-    assert refused.field == "min_chip"
-    # Limits an earlier version took are read as they were recorded.
-    assert TableLimits.from_dict(over.to_dict()) == over
