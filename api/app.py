@@ -21,7 +21,6 @@ from __future__ import annotations
 import http
 import logging
 import os
-import re
 import time
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
@@ -33,7 +32,7 @@ from flask_smorest.utils import prepare_response
 
 from api import accounts, audit, health, reports, session, supervision, tables
 from api.auth import KeyRing, keyring_from
-from api.database import DatabaseConfigError, DatabaseSettings, resolve_database
+from api.database import DatabaseSettings, check_schema_name, resolve_database
 from api.problems import PROBLEM_JSON, ProblemSchema, register_problem_handlers
 from api.secrets_files import default_keys_file, load_shoe_key
 from api.services import Services, create_tables_wanted, ledger
@@ -168,12 +167,7 @@ def ledger_env(settings: DatabaseSettings, environ: Mapping[str, str]) -> dict[s
     env = settings.eventsourcing_env()
     schema = environ.get("POSTGRES_SCHEMA", "").strip()
     if schema:
-        # The library writes the schema into its SQL as it is given, unquoted.
-        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", schema) is None:
-            raise DatabaseConfigError(
-                "POSTGRES_SCHEMA is a plain name: a letter or _, then up to 62 letters, digits "
-                f"or _; not {schema!r}")
-        env["POSTGRES_SCHEMA"] = schema
+        env["POSTGRES_SCHEMA"] = check_schema_name(schema)
     return env
 
 

@@ -399,6 +399,31 @@ def _origin(settings: DatabaseSettings) -> str:
     return settings.source
 
 
+# PostgreSQL's reserved words (and those that may name only a function or a type): as a
+# schema, written unquoted into SQL as the event store library writes it, each is a syntax
+# error (pg_get_keywords(), catcode R and T, PostgreSQL 16).
+_RESERVED_WORDS: Final = frozenset("""
+    all analyse analyze and any array as asc asymmetric authorization binary both case cast
+    check collate collation column concurrently constraint create cross current_catalog
+    current_date current_role current_schema current_time current_timestamp current_user
+    default deferrable desc distinct do else end except false fetch for foreign freeze from
+    full grant group having ilike in initially inner intersect into is isnull join lateral
+    leading left like limit localtime localtimestamp natural not notnull null offset on only
+    or order outer overlaps placing primary references returning right select session_user
+    similar some symmetric system_user table tablesample then to trailing true union unique
+    user using variadic verbose when where window with
+""".split())  # noqa: SIM905 (read as words)
+
+
+def check_schema_name(schema: str) -> str:
+    """``schema`` (POSTGRES_SCHEMA), refused unless it reads the same unquoted and quoted: the
+    library writes it into its SQL unquoted, the ledger and the read models quoted."""
+    if re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", schema) is None or schema in _RESERVED_WORDS:
+        raise DatabaseConfigError(
+            "POSTGRES_SCHEMA is a plain name: a lowercase letter or _, then up to 62 lowercase "
+            f"letters, digits or _, and no word PostgreSQL reserves; not {schema!r}")
+    return schema
+
 # --- the embedded server ---------------------------------------------------------------------
 
 

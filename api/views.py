@@ -6,7 +6,7 @@ import functools
 import json
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import flask
 import flask_smorest
@@ -42,7 +42,7 @@ class Parser(FlaskParser):
             return missing  # no body is no body; the schema says whether one is needed
         cap = flask.current_app.config.get("MAX_CONTENT_LENGTH")
         if cap is not None and req.content_length is None and len(data) >= cap \
-                and (len(data) > cap or req.environ["wsgi.input"].read(1)):
+                and (len(data) > cap or _one_more_byte(req)):
             raise RequestEntityTooLarge()  # a byte past the cap: more than werkzeug read
         if req.mimetype != "application/json" \
                 or req.mimetype_params.get("charset", "utf-8").lower() not in _UTF_8:
@@ -66,6 +66,14 @@ class Parser(FlaskParser):
             raise  # webargs answers these itself
         except ValueError:  # an integer of more digits than Python converts
             abort(400, messages={"json": ["The JSON body holds a number too long to read."]})
+
+
+def _one_more_byte(req: flask.Request) -> bytes:
+    """The byte after what werkzeug read of a body sent in chunks (none at its end)."""
+    try:
+        return cast(bytes, req.environ["wsgi.input"].read(1))
+    except OSError:  # the read waited its time out (deploy/gunicorn.conf.py)
+        raise RequestTimeout() from None
 
 
 # Charsets a JSON body may be declared in: UTF-8, and ASCII, which is UTF-8 too.

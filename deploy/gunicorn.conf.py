@@ -4,7 +4,10 @@
 take precedence; the variables below serve a bare ``gunicorn`` start (e.g. in a container).
 """
 
+import logging
 import os
+import socket
+import struct
 
 
 def _setting(name: str, default: str) -> str:
@@ -45,6 +48,9 @@ max_requests_jitter = 1_000
 # this long (the listening socket's SO_RCVTIMEO, which every accepted connection inherits);
 # then the app answers 408 and the connection is closed. Set in when_ready below.
 _read_timeout_s = int(_setting("PITBOSS_READ_TIMEOUT_S", "10"))
+if not 1 <= _read_timeout_s <= 3600:  # as `pitboss serve` checks it
+    raise ValueError(f"PITBOSS_READ_TIMEOUT_S is a whole number of seconds from 1 to 3600, "
+                     f"not {_read_timeout_s}")
 
 accesslog = "-"
 errorlog = "-"
@@ -75,10 +81,6 @@ def on_starting(server):
 def when_ready(server):
     """Once the listening sockets are bound, before any worker forks: bound each read of a
     request (``_read_timeout_s`` above), and log a read that waited that long in a line."""
-    import logging
-    import socket
-    import struct
-
     timeval = struct.pack("ll", _read_timeout_s, 0)
     for listener in server.LISTENERS:
         listener.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
@@ -90,9 +92,11 @@ def _stalled_read_in_a_line(record):
     error, with its traceback (the timed-out read raises EAGAIN: the socket blocks)."""
     error = record.exc_info[1] if record.exc_info else None
     if isinstance(error, BlockingIOError):
+        if not logging.getLogger(record.name).isEnabledFor(logging.WARNING):
+            return False  # logged as an error, now a warning the level leaves out
         record.msg = ("a client sent nothing for %d s in the middle of a request's headers; "
                       "its connection was closed")
         record.args = (_read_timeout_s,)
         record.exc_info = record.exc_text = None
-        record.levelno, record.levelname = 30, "WARNING"
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
     return True

@@ -790,15 +790,18 @@ def test_positions_says_when_the_worker_never_made_the_read_models(postgres_env,
                              "(pitboss project) makes them\n")
 
 
-@pytest.mark.parametrize("schema", ['no"such', "a b", "1st", "x" * 64])
+@pytest.mark.parametrize("schema", ['no"such', "a b", "1st", "x" * 64, "user", "select",
+                                    "Ledger"])
 def test_a_schema_that_is_no_plain_name_is_refused_in_a_sentence(database, monkeypatch, schema):
-    # The library writes it into its SQL unquoted: a quote in it ended in a traceback.
+    # The library writes it into its SQL unquoted: a quote in it, or a reserved word, ended in
+    # a traceback; capitals name another schema unquoted than quoted.
     monkeypatch.setenv("DATABASE_URL", database.url())
     monkeypatch.setenv("POSTGRES_SCHEMA", schema)
     result = CliRunner().invoke(main, ["positions"])
     assert result.exit_code == 1, result.output
-    assert result.output == ("Error: POSTGRES_SCHEMA is a plain name: a letter or _, then up to "
-                             f"62 letters, digits or _; not {schema!r}\n")
+    assert result.output == ("Error: POSTGRES_SCHEMA is a plain name: a lowercase letter or _, "
+                             "then up to 62 lowercase letters, digits or _, and no word "
+                             f"PostgreSQL reserves; not {schema!r}\n")
 
 
 def test_the_projection_worker_refuses_a_poll_interval_that_is_no_number(monkeypatch):
@@ -1047,6 +1050,11 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
         answer = _answer_to(unused_port, head + '{"amo')
         assert answer.startswith("HTTP/1.1 408 "), answer
         assert "stopped arriving before it was whole" in answer
+        # In chunks, stopped right at the 64 KiB cap (a 500 and a traceback).
+        chunked = head.replace("Content-Length: 13", "Transfer-Encoding: chunked").replace(
+            "stalled", "stalled-chunks")
+        answer = _answer_to(unused_port, chunked + f"10000\r\n{' ' * 65536}\r\n")
+        assert answer.startswith("HTTP/1.1 408 "), answer
         assert _answer_to(unused_port, "GET /healthz HTTP/1.1\r\nHost: x\r\n") == ""
         _read_until(server, "a client sent nothing for 1 s in the middle of a request's headers",
                     20)
