@@ -108,12 +108,13 @@ def http_exception_problem(error: HTTPException) -> Response:
         rule = _rule_of(errors)
         # A body of thousands of faulty items is answered with the first few, not a copy
         # of each: the answer stays small whatever was sent.
-        shown = {name: messages[:FIELDS_SHOWN]
-                 for name, messages in sorted(errors.items())[:FIELDS_SHOWN]}
+        # Values at fault first (the rule cited is theirs), then names not taken.
+        ordered = sorted(errors.items(), key=lambda item: (set(item[1]) <= NOT_A_FIELD, item[0]))
+        shown = {name: messages[:FIELDS_SHOWN] for name, messages in ordered[:FIELDS_SHOWN]}
         detail = "The request does not fit its schema: " + "; ".join(
             f"{name}: {' '.join(messages)}" for name, messages in shown.items())
-        if len(errors) > len(shown):
-            detail += f"; and {len(errors) - len(shown):,} more fields"
+        if (more := len(errors) - len(shown)) > 0:
+            detail += f"; and {more:,} more field{'s' if more > 1 else ''}"
         kind = _SCHEMA_PROBLEMS.get(status, "InvalidRequest")
         return problem(status, _words(kind), detail, error=kind, rule=rule, errors=shown)
     if status in (401, 403):

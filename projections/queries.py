@@ -432,7 +432,9 @@ class _Cursors:
                     or not all(isinstance(k, str) and k.isprintable() for k in key):
                 raise ValueError(key)
             if key[0] != of:
-                if key[0].split(":")[0] == of.split(":")[0]:
+                # (A cursor of a filtered list given out before lists were named with their
+                # filters has no ":": it is refused as any other of an earlier version.)
+                if ":" in key[0] and key[0].split(":")[0] == of.split(":")[0]:
                     raise QueryRefused("The cursor was given out for this list under other "
                                        "filters: send the filters of the first page with it, "
                                        "or start again without it.", field="cursor")

@@ -143,8 +143,9 @@ class Pending(NamedTuple):
 def payout(stake: int, ratio: tuple[int, int] | list[int], min_unit: int) -> tuple[int, list[int]]:
     """``stake * num / den`` rounded down to ``min_unit``, and the remainder (R-M2, R-X5).
 
-    The remainder is the exact fraction of a minor unit rounded away, ``[num, den]``
-    in lowest terms (``[0, 1]`` when nothing was rounded).
+    The remainder is what rounding down took off the exact amount, in minor units as
+    ``[num, den]`` in lowest terms: a fraction of one unit, or several whole units when
+    ``min_unit`` is above 1 (``[0, 1]`` when nothing was rounded).
     """
     num, den = ratio
     paid = stake * num // (den * min_unit) * min_unit

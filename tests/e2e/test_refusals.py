@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import re
 import sys
 import threading
@@ -428,6 +429,17 @@ def test_a_body_of_thousands_of_faults_is_answered_with_the_first_few(desk):
     assert sorted(problem["errors"]) == sorted(f"corrects.{n}" for n in range(16_000))[:10]
     assert problem["detail"].endswith("; and 15,990 more fields")
     assert len(answer.data) < 3_000
+
+
+def test_the_fields_a_refusal_names_first_are_those_whose_values_are_at_fault(desk):
+    # Ten unknown members sorted before "amount" hid the amount that R-M1 was cited for.
+    body = {**{f"a{n}": 1 for n in range(10)}, "amount": 1.5}
+    answer = cashier_post(desk, "/accounts/P1/buy-in", json.dumps(body), "application/json")
+    problem = problem_of(answer, 422)
+    assert problem["rule"] == "R-M1"
+    assert sorted(problem["errors"]) == sorted(["amount", *(f"a{n}" for n in range(9))])
+    assert problem["detail"].startswith("The request does not fit its schema: amount: ")
+    assert problem["detail"].endswith("; and 1 more field")
 
 
 # --- the ledger's refusals -------------------------------------------------------------------

@@ -443,6 +443,12 @@ def test_a_cursor_edited_or_signed_elsewhere_is_refused_and_one_signed_alike_is_
             with pytest.raises(DecisionRefused, match="cursor"):
                 refusing.balances(limit=1, cursor=page)
             refusing.close()
+        # One given out before lists were named with their filters is of an earlier version,
+        # whatever the filters sent with it: it was told to send "the filters of the first
+        # page", which no filters would make work.
+        older = reads._cursors.encode("balances", ["P1", str(uuid4())])
+        with pytest.raises(DecisionRefused, match="given out by an earlier version"):
+            reads.balances(limit=1, cursor=older)
 
 
 def test_every_view_commits_whole_saves_only(env: Env) -> None:
