@@ -424,6 +424,7 @@ def check_schema_name(schema: str) -> str:
             f"letters, digits or _, and no word PostgreSQL reserves; not {schema!r}")
     return schema
 
+
 # --- the embedded server ---------------------------------------------------------------------
 
 

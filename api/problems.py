@@ -106,9 +106,9 @@ def http_exception_problem(error: HTTPException) -> Response:
         # webargs (through flask-smorest) attaches the schema's messages by location.
         errors = flatten_messages(data["messages"])
         rule = _rule_of(errors)
-        # A body of thousands of faulty items is answered with the first few, not a copy
-        # of each: the answer stays small whatever was sent.
-        # Values at fault first (the rule cited is theirs), then names not taken.
+        # A body of thousands of faulty items is answered with the first few, not a copy of
+        # each, so the answer stays small whatever was sent: values at fault first (the rule
+        # cited is theirs), then names the route does not take.
         ordered = sorted(errors.items(), key=lambda item: (set(item[1]) <= NOT_A_FIELD, item[0]))
         shown = {name: messages[:FIELDS_SHOWN] for name, messages in ordered[:FIELDS_SHOWN]}
         detail = "The request does not fit its schema: " + "; ".join(
