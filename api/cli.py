@@ -671,17 +671,21 @@ def replay(round_id: UUID, url: str | None, api_key: str | None) -> None:
     if url is not None:
         if not api_key:
             raise click.ClickException("--url needs --key (an auditor's or a manager's key)")
-        frames = Client(url, api_key).get(f"/audit/rounds/{round_id}/replay")
+        client = Client(url, api_key)
+        frames = client.get(f"/audit/rounds/{round_id}/replay")
+        name = client.get(f"/tables/{frames[0]['state']['table_id']}")["name"] if frames else None
     else:
-        frames = _replay_from_database(round_id)
-    for line in render(frames):
+        frames, name = _replay_from_database(round_id)
+    for line in render(frames, table_name=name):
         click.echo(line)
 
 
-def _replay_from_database(round_id: UUID) -> list[dict[str, Any]]:
+def _replay_from_database(round_id: UUID) -> tuple[list[dict[str, Any]], str | None]:
+    """The round's frames, and the name of its table."""
     with _database_ledger() as ledger:
         try:
-            return ledger.replay(round_id)
+            frames = ledger.replay(round_id)
+            return frames, ledger.table(UUID(frames[0]["state"]["table_id"]))["name"]
         except LedgerError as exc:
             raise click.ClickException(str(exc)) from exc
         except InvariantBroken as exc:

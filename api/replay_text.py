@@ -7,7 +7,7 @@ event with the round's state right after it. After every card the table is drawn
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from ledger.cards import Card, describe, is_card
@@ -126,21 +126,53 @@ def table(state: Mapping[str, Any]) -> list[str]:
 
 
 def status(hand: Mapping[str, Any], *, voided: bool = False) -> str:
-    """A hand's standing: bust, surrendered or forfeited; else a natural, doubled or stood;
-    else settled (even money), done (21 reached), or still live, or voided with its round."""
+    """A hand's standing: voided with its round (whatever it was: a void undoes every
+    outcome, R-X13); else bust, surrendered or forfeited; else a natural, doubled or stood;
+    else settled (early: a wild-card 21), done (21 reached), or still live."""
+    if voided:
+        return "voided"
     if hand["status"] != "live":
         return str(hand["status"])
     for flag in ("natural", "doubled", "stood", "settled", "done"):
         if hand.get(flag):
             return flag
-    return "voided" if voided else "live"
+    return "live"
 
 
-def render(frames: Iterable[Mapping[str, Any]]) -> list[str]:
+def header(event: Mapping[str, Any], state: Mapping[str, Any], opened: datetime,
+           table_name: str | None = None) -> list[str]:
+    """What names the round on a printout filed away: which round, table and shoe, when, and
+    the rules and limits it was played under, as its first event recorded them."""
+    d = event["data"]
+    at = f"table {table_name} ({state['table_id']})" if table_name else \
+        f"table {state['table_id']}"
+    lines = [f"round {state['round_id']}: round {state['round_no']} at {at}",
+             f"opened {opened:%Y-%m-%d %H:%M:%S} UTC (every time below is UTC); shoe "
+             f"{state['shoe_id']}, its positions counted from 0"]
+    if "rules" in d and "limits" in d:
+        lim = d["limits"]
+        lines += [f"rules {d['rules']['name']} v{d['rules']['version']}, content hash "
+                  f"{d['rules_hash']}",
+                  f"limits in {d['currency']} minor units: table minimum {lim['table_min']}, "
+                  f"maximum {lim['table_max']}, minimum chip {lim['min_chip']}, minimum unit "
+                  f"{lim['min_unit']}; {lim['boxes']} boxes"]
+    return lines
+
+
+def render(frames: Iterable[Mapping[str, Any]], *, table_name: str | None = None) -> list[str]:
+    """Every frame as a line (the table drawn again after each card), under a
+    :func:`header`; a line marks each new day (UTC)."""
     lines: list[str] = []
+    day = None
     for frame in frames:
         event, state = frame["event"], frame["state"]
-        when = datetime.fromisoformat(event["timestamp"]).strftime("%H:%M:%S.%f")[:12]
+        at = datetime.fromisoformat(event["timestamp"]).astimezone(UTC)
+        if day is None:
+            lines += header(event, state, at, table_name)
+        elif at.date() != day:
+            lines.append(f"---- {at:%Y-%m-%d} (UTC)")
+        day = at.date()
+        when = at.strftime("%H:%M:%S.%f")[:12]
         lines.append(f"v{event['version']:<3} {when}  {event['actor'] or '-':<16} "
                      f"{sentence(event['type'], event['data'])}")
         if event["type"] in ("CardDealt", "WildCardDrawn", "HoleCardRevealed",

@@ -446,6 +446,10 @@ def test_simulate_plays_rounds_to_their_settlement_through_the_api(served, prese
     assert replayed.exit_code == 0, replayed.output
     assert "round 1 opens" not in replayed.stdout
     assert "round 3 opens" in replayed.stdout
+    # Named, as a printout filed away must be: the table by the name the auditor knows.
+    table = state["table_id"]
+    assert replayed.stdout.startswith(f"round {round_id}: round 3 at table ")
+    assert f"({table})\n" in replayed.stdout.splitlines(keepends=True)[0]
     assert "round settled" in replayed.stdout or "round voided" in replayed.stdout
     assert any(s in replayed.stdout for s in "♠♥♦♣")
 
@@ -612,10 +616,21 @@ def test_replay_reads_the_database_directly(make_app, database, monkeypatch):
     result = CliRunner().invoke(main, ["replay", r])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("v1 ")
+    # Which round, table and shoe, when, under which rules and limits: a printout filed in a
+    # dispute folder said only "round 8 opens under casino v1", with times of no day or zone.
+    state = http.ok(http.get(f"/rounds/{r}"))
+    opened = http.ok(http.get(f"/audit/rounds/{r}/events"))[0]
+    assert lines[:4] == [
+        f"round {r}: round 1 at table T1 ({desk.table})",
+        f"opened {opened['timestamp'][:10]} {opened['timestamp'][11:19]} UTC (every time "
+        f"below is UTC); shoe {state['shoe_id']}, its positions counted from 0",
+        f"rules casino v1, content hash {state['rules_hash']}",
+        "limits in EUR minor units: table minimum 10, maximum 1000, minimum chip 5, minimum "
+        "unit 1; 7 boxes"]
+    assert lines[4].startswith("v1 ")
     assert "P1 stakes 10 on box 1" in result.stdout
     assert "betting closes: P1, P2" in result.stdout
-    assert "dealer-terminal" in lines[0]
+    assert "dealer-terminal" in lines[4]
     missing = CliRunner().invoke(main, ["replay", "00000000-0000-0000-0000-000000000001"])
     assert missing.exit_code == 1
     assert "no round" in missing.output

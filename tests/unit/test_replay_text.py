@@ -63,8 +63,34 @@ def test_the_time_column_keeps_its_shape_on_a_whole_second() -> None:
     whole = {**first, "event": {**first["event"], "timestamp": "2026-01-02T16:13:17+00:00"}}
     fraction = {**first, "event": {**first["event"],
                                    "timestamp": "2026-01-02T16:13:17.790123+00:00"}}
-    assert render([whole])[0].split()[1] == "16:13:17.000"
-    assert render([fraction])[0].split()[1] == "16:13:17.790"
+    assert render([whole])[-1].split()[1] == "16:13:17.000"
+    assert render([fraction])[-1].split()[1] == "16:13:17.790"
+
+
+def test_a_round_that_runs_past_midnight_marks_the_new_day_and_times_are_utc() -> None:
+    frames = played_round("6S TH 7D 5C 9H TD TC", [("stand", "P1", 1), ("stand", "P2", 2)])
+    stamps = ["2026-01-02T23:59:59.5+00:00", "2026-01-03T01:00:00.25+01:00"]  # one instant
+    late = [{**f, "event": {**f["event"], "timestamp": t}}
+            for f, t in zip(frames, stamps, strict=False)]
+    lines = render(late)
+    assert lines[1].startswith("opened 2026-01-02 23:59:59 UTC")
+    events = [line for line in lines if line.startswith(("v", "----"))]
+    assert [e.split()[:2] for e in events] == [["v1", "23:59:59.500"], ["----", "2026-01-03"],
+                                               ["v2", "00:00:00.250"]]
+
+
+def test_a_voided_rounds_hands_all_show_as_voided_whatever_they_were() -> None:
+    # A bust (or forfeited, or natural) hand kept its label beside "round voided", which
+    # undoes every outcome (R-X13).
+    app, r = dealt_round("6S TH 7D 5C 9H TD TC")  # P1 11, P2 19 against the dealer's 7
+    app.stand("x1", "dealer", r, "P1", 1, 0)
+    app.hit("x2", "dealer", r, "P2", 2, 0)  # 29
+    shown = [line for line in render(app.replay(r)) if line.split()[:2] == ["box", "2"]]
+    assert shown[-1].split()[-3:] == ["bust", "P2", "50"]
+    app.void("v", "boss", r, "a misdeal")
+    final = render(app.replay(r))[-2:]
+    assert [line.split()[-3:] for line in final] == [["voided", "P1", "100"],
+                                                     ["voided", "P2", "50"]]
 
 
 def test_a_ruling_names_the_versions_it_corrects() -> None:
