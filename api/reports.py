@@ -107,6 +107,17 @@ class DayRangeQuerySchema(Schema):
                                       "to")
 
 
+# The report figures, in minor units (projections/amounts.py sums them).
+STAKED = ("Chips put at risk: stakes, doubles, splits, matches and insurance, less stakes "
+          "withdrawn while betting was open. A voided round's stakes are in it (and, returned, "
+          "in what was paid).")
+PAID = ("Chips handed to bettors, gross: stakes released (a push, a surrender's half, a void) "
+        "and won stakes coming back, winnings paid on top, and what rulings give players; "
+        "less what a void takes back (even money already paid) and what rulings take.")
+HOUSE = ("The house's result: stakes lost less winnings paid, plus what a void takes back, "
+         "less what rulings give players (plus what they take); positive when the house won.")
+
+
 class RoundIndexSchema(Out):
     round_id = fields.String(required=True)
     table_id = fields.String(required=True)
@@ -120,10 +131,12 @@ class RoundIndexSchema(Out):
     currency = fields.String(required=True, allow_none=True)
     status = fields.String(required=True)
     players = fields.List(fields.String(), required=True)
-    total_staked = fields.Integer(required=True)
-    total_paid = fields.Integer(required=True)
-    house_result = fields.Integer(required=True)
-    held = fields.Integer(required=True)
+    total_staked = fields.Integer(required=True, metadata={"description": STAKED})
+    total_paid = fields.Integer(required=True, metadata={"description": PAID})
+    house_result = fields.Integer(required=True, metadata={"description": HOUSE})
+    held = fields.Integer(required=True, metadata={
+        "description": "Chips the round holds now (0 once it is settled or voided). "
+                       "total_staked - total_paid - house_result = held."})
     wild_card = fields.Boolean(required=True)
     prize = fields.Boolean(required=True)
     ruling = fields.Boolean(required=True)
@@ -200,10 +213,15 @@ class TableDaySchema(Out):
     rounds_settled = fields.Integer(required=True)
     rounds_voided = fields.Integer(required=True)
     rulings = fields.Integer(required=True)
-    staked = fields.Integer(required=True)
-    paid_out = fields.Integer(required=True)
-    house_win = fields.Integer(required=True)
-    held_at_day_end = fields.Integer(required=True)
+    staked = fields.Integer(required=True, metadata={
+        "description": f"Over the day's rounds, voided ones included: {STAKED}"})
+    paid_out = fields.Integer(required=True, metadata={
+        "description": f"Over the day's rounds, voided ones included: {PAID}"})
+    house_win = fields.Integer(required=True, metadata={
+        "description": f"Over the day's rounds: {HOUSE}"})
+    held_at_day_end = fields.Integer(required=True, metadata={
+        "description": "Chips the table's rounds held at the day's end: staked - paid_out - "
+                       "house_win over every day so far."})
     open_rounds_at_day_end = fields.Integer(required=True)
 
 
