@@ -344,8 +344,10 @@ def requires(*roles: str) -> Callable[[F], F]:
             if key is None:
                 raise _unauthorized("The API key is not valid.")
             if key.role not in roles:
-                raise Forbidden(f"The {key.role} role may not do this; it needs the "
-                                f"{' or '.join(roles)} role.")
+                needed = (roles[0] if len(roles) == 1 else
+                          f"{', '.join(roles[:-1])} or {roles[-1]}")
+                raise Forbidden(f"The {key.role} role may not do this; it needs the {needed} "
+                                f"role.")
             g.principal = Principal(name=key.name, role=key.role)
             return view(*args, **kwargs)
 

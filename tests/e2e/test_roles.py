@@ -90,6 +90,10 @@ def test_every_route_admits_exactly_its_roles(app, role):
         else:
             body = problem_of(response, 403)
             assert role in body["detail"], (method, rule)
+            # In words: "it needs the dealer or manager or auditor role" read badly.
+            needed = body["detail"].split("; it needs the ")[1].removesuffix(" role.")
+            assert sorted(needed.replace(" or ", ", ").split(", ")) == sorted(roles), needed
+            assert needed.count(" or ") == (len(roles) > 1), needed
 
 
 def test_views_carry_the_roles_of_the_table(app):
