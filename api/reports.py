@@ -208,7 +208,10 @@ class TableDaySchema(Out):
     gaming_day = fields.String(required=True, metadata={"format": "date"})
     starts_at = fields.String(required=True)
     ends_at = fields.String(required=True)
-    no_activity = fields.Boolean(required=True)
+    no_activity = fields.Boolean(required=True, metadata={
+        "description": "The table was open on the day (as far as the view has read the log), "
+                       "and no round started, settled or was voided and no chips moved; a "
+                       "round dealt the day before may have been played on in it."})
     rounds_played = fields.Integer(required=True)
     rounds_settled = fields.Integer(required=True)
     rounds_voided = fields.Integer(required=True)
