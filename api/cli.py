@@ -44,6 +44,7 @@ from api.database import (
     DatabaseSettings,
     DatabaseSetupError,
     check_database,
+    external_database_named,
     resolve_database,
     stop_embedded,
 )
@@ -799,14 +800,27 @@ STOP_WAIT_S = 40.0  # longer than gunicorn's graceful_timeout (deploy/gunicorn.c
 )
 @click.option("--rounds", default=5, show_default=True, type=click.IntRange(0, 1000),
               help="rounds to simulate at the demo table when the database is empty")
-def demo(host: str, port: int, rounds: int) -> None:
+@click.option("--external-database", is_flag=True,
+              help="run on the database DATABASE_URL (or POSTGRES_HOST) names, not only on the "
+                   "embedded one: its demo rounds, buy-ins and keys stay there")
+def demo(host: str, port: int, rounds: int, external_database: bool) -> None:
     """Serve the API and run the projection worker; on an empty database, add a demo table.
 
     New demo keys (demo-auditor, demo-dealer, demo-cashier, demo-manager) replace the last
-    run's in the key file, and are printed. Ctrl-C stops everything.
+    run's in the key file, and are printed. Ctrl-C stops everything. It runs on the embedded
+    database unless told otherwise (``--external-database``).
     """
     # Before anything: another server on the port would answer the health check as this one.
     host = _check_serving(host, port)
+    # A shell with a service's variables exported would play demo rounds into its ledger,
+    # for good, and give a demo manager's key to its key file.
+    external = external_database_named(os.environ)
+    if external is not None and not external_database:
+        raise click.ClickException(
+            f"the demo plays rounds with demo buy-ins into its database and adds demo keys (a "
+            f"manager's among them) to its key file, and DATABASE_URL or POSTGRES_HOST names "
+            f"{external}: unset them to run on the embedded database, or give "
+            "--external-database to run the demo there")
     settings, head = prepare_service()
     empty = head == 0
     keys_path = default_keys_file(os.environ)

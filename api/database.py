@@ -394,9 +394,27 @@ def resolve_database(
 def _origin(settings: DatabaseSettings) -> str:
     """Where the settings came from, as a log says it: ``pitboss serve`` hands the embedded
     server it started to its workers as ``DATABASE_URL``, which no operator set."""
-    if settings.source == "DATABASE_URL" and (Path(settings.host) / "PG_VERSION").is_file():
+    if settings.source == "DATABASE_URL" and _embedded_folder(settings):
         return f"DATABASE_URL: the embedded PostgreSQL in {settings.host}"
     return settings.source
+
+
+def _embedded_folder(settings: DatabaseSettings) -> bool:
+    """Whether the settings reach a server through the socket in an embedded data folder."""
+    return bool(settings.host) and (Path(settings.host) / "PG_VERSION").is_file()
+
+
+def external_database_named(environ: Mapping[str, str]) -> str | None:
+    """The database the environment names, if it is not an embedded one (as a message
+    names it); starts nothing."""
+    url = environ.get("DATABASE_URL", "").strip()
+    if url:
+        settings = parse_database_url(url)
+    elif external_database_configured(environ):
+        settings = _from_postgres_variables(environ)
+    else:
+        return None
+    return None if _embedded_folder(settings) else settings.describe()
 
 
 # PostgreSQL's reserved words (and those that may name only a function or a type): as a

@@ -352,6 +352,23 @@ def test_serve_refuses_to_start_in_a_sentence_when_the_live_shoe_does_not_read_b
     assert 'the field cut holds "x", not a whole number; `pitboss chain` shows' in result.output
 
 
+def test_the_demo_refuses_a_database_not_its_own_unless_told(tmp_path, monkeypatch,
+                                                            unused_port):
+    # With a service's DATABASE_URL exported it played demo buy-ins into that ledger for good
+    # and added a demo manager's key to that service's key file.
+    keys = tmp_path / "keys.jsonl"
+    monkeypatch.setenv("PITBOSS_KEYS_FILE", str(keys))
+    monkeypatch.setenv("DATABASE_URL", "postgresql://svc@db.example:5433/pitboss")
+    result = CliRunner().invoke(main, ["demo", "--port", str(unused_port)])
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        "Error: the demo plays rounds with demo buy-ins into its database and adds demo keys (a "
+        "manager's among them) to its key file, and DATABASE_URL or POSTGRES_HOST names "
+        "db.example:5433/pitboss: unset them to run on the embedded database, or give "
+        "--external-database to run the demo there\n")
+    assert not keys.exists()
+
+
 def test_demo_and_serve_refuse_a_port_in_use_before_touching_anything(tmp_path, monkeypatch,
                                                                       unused_port):
     # Another server's health check answered for the demo, which printed its banner and
