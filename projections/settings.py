@@ -2,7 +2,7 @@
 
 A setting is looked up in the mapping handed to the projections (the ledger's eventsourcing
 environment) first, then in ``os.environ``, then its default: the order the eventsourcing
-library uses, so one ``.env`` configures the ledger, the worker and the API alike.
+library uses, so one environment configures the ledger, the worker and the API alike.
 """
 
 from __future__ import annotations
