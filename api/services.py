@@ -8,6 +8,7 @@ safe to share, and the ledger's working set is what makes a decision cheap).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -17,7 +18,10 @@ from flask import current_app
 
 from api.secrets_files import YES, ShoeKeyError
 from ledger.application import GameLedger
+from ledger.storage import LedgerRecorder
 from projections.queries import ReadModels
+
+logger = logging.getLogger("pitboss.api")
 
 ShoeKey = bytes | Callable[[], bytes]
 
@@ -107,8 +111,16 @@ def prepare_store(env: dict[str, str], shoe_key: bytes | None = None) -> int:
     try:
         head = ledger.recorder.max_notification_id() or 0
         problem = ledger.check_shoe_key() if shoe_key is not None else None
+        recorder = ledger.recorder
+        missing = recorder.missing_indexes() if isinstance(recorder, LedgerRecorder) else []
     finally:
         ledger.close()
+    if missing:
+        # Tables an earlier version made, started by a role that makes no index: the checks
+        # still answer, slower and (the round check) over the round's own accounts alone.
+        logger.warning("the event table lacks %s: round checks look at the round's own "
+                       "accounts alone, and both checks read more, until a start as the "
+                       "tables' owner makes them (README: Upgrading)", ", ".join(missing))
     if problem is not None:
         raise ShoeKeyError(f"the shoe key does not open the newest live shoe ({problem}): "
                            "set PITBOSS_SHOE_KEY or PITBOSS_SHOE_KEY_FILE to the key this "

@@ -316,6 +316,10 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             self._indexes_found.add(name)
         return name in self._indexes_found
 
+    def missing_indexes(self) -> list[str]:
+        """The qualified names of this version's indexes the event table does not have yet."""
+        return [self._indexes[name] for name in _INDEXES if not self.has_index(name)]
+
     def close(self) -> None:
         """Give the connections kept for appending back to the pool."""
         self._appenders.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -1400,6 +1401,30 @@ def test_until_the_index_of_postings_by_round_is_made_the_check_reads_the_rounds
     assert service.check_round(r) == []  # the round's own accounts are as its events say
     ledgers()  # the owner's start makes the index, while the service runs
     assert service.check_round(r) == PAID_TO_STRANGERS
+
+
+def test_a_service_started_without_its_indexes_says_so(
+        ledgers: Callable[..., GameLedger], env: dict[str, str], database: DatabaseSettings,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # An upgrade started as the service role, before the owner's start: the checks answered
+    # ok over fewer accounts, and nothing in the log said why.
+    from api.services import prepare_store
+
+    recorder = ledgers().recorder
+    assert isinstance(recorder, LedgerRecorder)
+    names = [f'"{env["POSTGRES_SCHEMA"]}"."{recorder.events_table_name}_{name}"'
+             for name in ("postings_by_round", "accounts_opened")]
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        for name in names:
+            conn.execute(f"DROP INDEX {name}")
+    with caplog.at_level(logging.WARNING, logger="pitboss.api"):
+        prepare_store({**env, "CREATE_TABLE": "no"})
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "pitboss.api"]
+    assert warning.startswith(f"the event table lacks {names[0]}, {names[1]}: round checks ")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="pitboss.api"):
+        prepare_store(env)  # the owner's start makes them
+    assert not [r for r in caplog.records if r.name == "pitboss.api"]
 
 
 def _stand_around_the_ledger(app: GameLedger, r: UUID, request_id: str, actor: str) -> None:
