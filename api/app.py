@@ -124,6 +124,20 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     return app
 
 
+def log_through(server: logging.Logger) -> None:
+    """Under a server whose logger has handlers (gunicorn's) and a root logger with none:
+    the application's lines (which database is in use) and the connection pool's warnings
+    (why no connection could be had: a 503's reason, which the pool keeps to its log) reach
+    the server's stream."""
+    for name, level in (("pitboss", server.level), ("psycopg.pool",
+                                                    max(server.level, logging.WARNING))):
+        logger = logging.getLogger(name)
+        if server.handlers and not logger.handlers:
+            logger.handlers = list(server.handlers)
+            logger.setLevel(level)
+            logger.propagate = False
+
+
 def _time_requests(app: Flask) -> None:
     """``Server-Timing: app;dur=<ms>`` on every response: the time spent inside the app, so a
     client can tell the server's share of a slow answer from the network's."""

@@ -1,4 +1,5 @@
--- Roles for a production PostgreSQL: psql -v ON_ERROR_STOP=1 -f deploy/postgres-roles.sql,
+-- Roles for a production PostgreSQL, run as a superuser in the service's database (made
+-- first: createdb pitboss): psql -d pitboss -v ON_ERROR_STOP=1 -f deploy/postgres-roles.sql,
 -- twice: before the owner's first start (the roles and the schema; the grants find no tables
 -- yet), and after it (the grants). Running it again changes nothing.
 --
