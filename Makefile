@@ -65,6 +65,9 @@ test: lint
 db-stop: $(STAMP)
 	$(BIN)/pitboss db stop
 
+# The embedded PostgreSQL runs from binaries inside the virtualenv: stopped first, or removing
+# them would leave it running with nothing to stop it but a reinstall.
 clean:
+	if [ -x $(BIN)/pitboss ]; then $(BIN)/pitboss db stop; fi
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache *.egg-info build dist
 	find . -path ./var -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -152,6 +152,11 @@ class _Commands(click.Group):
     def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            # The reader went away (`pitboss replay ... | head`): nothing is wrong, and there
+            # is nowhere left to write (Python would complain again at exit, flushing stdout).
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(1) from None
         except _OPERATOR_ERRORS as exc:
             if not _operator_can_mend(exc):
                 raise

@@ -352,6 +352,25 @@ def test_serve_refuses_to_start_in_a_sentence_when_the_live_shoe_does_not_read_b
     assert 'the field cut holds "x", not a whole number; `pitboss chain` shows' in result.output
 
 
+def test_a_reader_that_goes_away_ends_a_listing_quietly(tmp_path):
+    # `pitboss replay ... | head` ended in "Error: [Errno 32] Broken pipe".
+    import subprocess
+    import sys
+
+    keys = tmp_path / "keys.jsonl"
+    keys.write_text("".join(json.dumps({"name": f"holder-{n:05}", "role": "auditor",
+                                        "key_hash": hash_key(f"key-{n}")}) + "\n"
+                            for n in range(5_000)))
+    lister = subprocess.Popen([sys.executable, "-m", "api.cli", "keys", "list", "--file",
+                               str(keys)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert lister.stdout is not None
+    assert lister.stdout.readline().startswith(b"holder-")
+    lister.stdout.close()  # as head does, after its lines
+    _, err = lister.communicate(timeout=60)
+    assert err == b"", err
+    assert lister.returncode == 1
+
+
 def test_the_demo_refuses_a_database_not_its_own_unless_told(tmp_path, monkeypatch,
                                                             unused_port):
     # With a service's DATABASE_URL exported it played demo buy-ins into that ledger for good
