@@ -335,8 +335,9 @@ def db() -> None:
 
 @db.command("check")
 def db_check() -> None:
-    """Resolve the database (starting the embedded one if needed) and run select 1."""
-    settings = resolve_database(os.environ)
+    """Resolve the database (starting the embedded one if it is stopped, but making none
+    where there is none) and run select 1."""
+    settings = resolve_database(os.environ, existing=True)
     check_database(settings, timeout_s=settings.connect_timeout_s)
     click.echo(f"ok: {settings.masked()} (from {settings.source})")
 

@@ -469,6 +469,10 @@ def start_embedded(data_dir: Path | str, *, existing: bool = False) -> DatabaseS
             "folder holding var/pgdata), or set PITBOSS_DATA_DIR or DATABASE_URL")
     path.parent.mkdir(parents=True, exist_ok=True)
     pgserver = _import_pgserver()
+    from pgserver.utils import PostmasterInfo
+
+    running = PostmasterInfo.read_from_pgdata(path)
+    was_running = running is not None and running.is_running()
     try:
         with _quiet_runtime_dir_warning():
             # cleanup_mode=None: the server outlives this process, so the next start (or a
@@ -480,6 +484,9 @@ def start_embedded(data_dir: Path | str, *, existing: bool = False) -> DatabaseS
             f"the embedded PostgreSQL in {path} did not start ({type(exc).__name__}); "
             f"see its log {path / 'log'}"
         ) from exc
+    if not was_running:  # a command that only reads leaves it running too: said, not silent
+        logger.info("started the embedded PostgreSQL in %s; it keeps running after this "
+                    "(pitboss db stop, or make db-stop, stops it)", path)
     return replace(parse_database_url(uri), source="embedded")
 
 

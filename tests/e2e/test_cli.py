@@ -819,8 +819,9 @@ def test_reading_commands_make_no_embedded_database_where_there_is_none(tmp_path
         monkeypatch.delenv(name, raising=False)
     nowhere = tmp_path / "elsewhere" / "pgdata"
     monkeypatch.setenv("PITBOSS_DATA_DIR", str(nowhere))
+    # `db check` made a 38 MB database and said "ok".
     for argv, status in ((["chain"], CHAIN_NOT_WALKED_EXIT), (["replay", str(uuid.uuid4())], 1),
-                         (["positions"], 1)):
+                         (["positions"], 1), (["db", "check"], 1)):
         result = CliRunner().invoke(main, argv)
         assert result.exit_code == status, result.output
         assert result.output == (f"Error: there is no embedded database in {nowhere}: run this "

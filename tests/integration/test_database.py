@@ -71,7 +71,7 @@ def _postmaster_start_time(conninfo: str) -> object:
     return row[0]
 
 
-def test_a_restart_on_the_same_folder_keeps_the_data(embedded_folder):
+def test_a_restart_on_the_same_folder_keeps_the_data(embedded_folder, caplog):
     first = resolve_database({}, data_dir=embedded_folder)
     with psycopg.connect(first.conninfo(), autocommit=True) as conn:
         conn.execute("create table kept (n int)")
@@ -81,9 +81,17 @@ def test_a_restart_on_the_same_folder_keeps_the_data(embedded_folder):
     with pytest.raises(DatabaseUnavailable):
         check_database(first, timeout_s=2)
 
-    again = resolve_database({}, data_dir=embedded_folder)
+    with caplog.at_level(logging.INFO, logger="pitboss.database"):
+        again = resolve_database({}, data_dir=embedded_folder)
     with psycopg.connect(again.conninfo()) as conn:
         assert conn.execute("select n from kept").fetchall() == [(21,)]
+    # A command that only reads started it, and left it running, without a word.
+    assert f"started the embedded PostgreSQL in {embedded_folder.resolve()}; it keeps running " \
+           "after this (pitboss db stop, or make db-stop, stops it)" in caplog.messages
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="pitboss.database"):
+        resolve_database({}, data_dir=embedded_folder)  # running: nothing to say
+    assert not [m for m in caplog.messages if m.startswith("started")]
 
 
 def test_stopping_a_folder_without_a_server_reports_false(embedded_folder):
