@@ -202,7 +202,8 @@ def _keys(app: Flask) -> KeyRing:
     ring = (KeyRing(configured) if configured is not None
             else keyring_from(os.environ, default_keys_file(os.environ)))
     if not ring.keys():
-        logger.warning("no API keys are configured: every route but /healthz answers 401 "
+        logger.warning("no API keys are configured: every route but /healthz, /docs and "
+                       "/openapi.json answers 401 "
                        "(create one with `pitboss keys create --name N --role R`)")
     return ring
 
