@@ -667,8 +667,20 @@ class EventSchema(Out):
     data = fields.Dict(keys=fields.String(), required=True)
 
 
+class BalanceAfterSchema(Out):
+    available = fields.Integer(required=True)
+    held = fields.Integer(required=True)
+
+
+class EntrySchema(EventSchema):
+    balance = fields.Nested(BalanceAfterSchema, metadata={
+        "description": "On an account's statement: its available and held chips after this "
+                       "entry (data's available_delta and held_delta are what the entry "
+                       "moved). Absent from a table's record."})
+
+
 class EntriesPageSchema(Out):
-    items = fields.List(fields.Nested(EventSchema), required=True)
+    items = fields.List(fields.Nested(EntrySchema), required=True)
     next_after = fields.Integer(required=True, allow_none=True, metadata={
         "description": "Pass as after= for the next page; null on the last page."})
 

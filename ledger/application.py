@@ -859,7 +859,7 @@ class GameLedger(Application[UUID]):
         ``limit`` at most: ``items``, and ``next_after`` to pass for the next page (None on
         the last)."""
         account_id = _account_id(player)
-        page = self._events_page(account_id, after, limit)
+        page = self._events_page(account_id, after, limit, balances=True)
         if not page["items"] and not self._exists(account_id):
             raise _no_account(player)
         return page
@@ -869,7 +869,7 @@ class GameLedger(Application[UUID]):
         """A page of the table's house account entries (its statement), as for a player's."""
         table_id = _uuid(table_id, "table")
         house_id = ids.house_id(table_id)
-        page = self._events_page(house_id, after, limit)
+        page = self._events_page(house_id, after, limit, balances=True)
         if not page["items"] and not self._exists(house_id):
             raise NotFound(f"There is no house account for table {table_id}.")
         return page
@@ -885,7 +885,10 @@ class GameLedger(Application[UUID]):
             raise NotFound(f"There is no table {table_id}.")
         return self._events_page(table_id, after, limit)
 
-    def _events_page(self, aggregate_id: UUID, after: int, limit: int) -> dict[str, Any]:
+    def _events_page(self, aggregate_id: UUID, after: int, limit: int, *,
+                     balances: bool = False) -> dict[str, Any]:
+        """A page of the aggregate's events; ``balances``: of an account, each entry with the
+        account's available and held chips after it, the account as its events make it."""
         limit = _page(limit)
         if type(after) is not int or not 0 <= after <= VERSION_MAX:
             raise DecisionRefused(f"A page starts after a version from 0 to {VERSION_MAX}.",
@@ -893,6 +896,14 @@ class GameLedger(Application[UUID]):
         events = list(self.events.get(aggregate_id, gt=after, limit=limit + 1))
         more = len(events) > limit
         items = [_describe(e) for e in events[:limit]]
+        if balances and items:
+            # From the account at the page's start (its snapshot before it, and the events
+            # since), each entry applied in turn, with its invariants (R-M3).
+            account: Any = self.repository.get(aggregate_id, version=after) if after else None
+            for item, event in zip(items, events, strict=False):
+                account = event.mutate(account)  # type: ignore[attr-defined]
+                account.check()
+                item["balance"] = {"available": account.available, "held": account.held}
         return {"items": items, "next_after": items[-1]["version"] if more else None}
 
     def shoe(self, shoe_id: UUID) -> dict[str, Any]:

@@ -295,6 +295,29 @@ def test_a_statement_says_why_a_void_or_a_ruling_moved_chips(make_ledger: MakeLe
     assert last_memo(app.account_entries("P1")) == "RoundVoided; reason: wrong shoe"
 
 
+def test_each_statement_entry_carries_the_balance_after_it_on_every_page(
+        make_ledger: MakeLedger) -> None:
+    desk = Desk(make_ledger(SteeredShuffle("TS TH TD 9S 7C 8D")))
+    app = desk.app
+    r = desk.round()
+    desk.do("place_stake", r, "P1", 1, 50)
+    held = app.account_entries("P1")["items"][-1]
+    assert held["balance"] == {"available": app.balance("P1")["available"], "held": 50}
+    assert held["data"]["held_delta"] == 50
+    app.void("v1", "manager", r, "wrong shoe")
+    entries: list[dict[str, Any]] = []
+    after: int | None = 0
+    while after is not None:  # pages of 1: each starts from the account as it was before it
+        page = app.account_entries("P1", after=after, limit=1)
+        entries += page["items"]
+        after = page["next_after"]
+    assert entries == app.account_entries("P1")["items"]
+    assert entries[-1]["balance"] == {"available": app.balance("P1")["available"], "held": 0}
+    house = app.house_entries(desk.table)["items"]
+    assert house[-1]["balance"] == {"available": app.house(desk.table)["available"], "held": 0}
+    assert "balance" not in app.table_events(desk.table)["items"][-1]
+
+
 @pytest.mark.parametrize("reason", ["", "   ", "x" * 501, "line\nbreak"])
 def test_a_table_closed_or_its_rules_changed_records_a_real_reason(
         make_ledger: MakeLedger, reason: str) -> None:

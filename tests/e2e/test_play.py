@@ -313,6 +313,11 @@ def test_a_cashier_reads_a_statement_a_page_at_a_time(make_app):
     assert rest["next_after"] is None  # a full last page says so: no empty page to fetch
     assert {e["actor"] for e in first["items"] + rest["items"]} == {NAMES["cashier"]}
     assert desk.balance("P1") == (1005, 0)
+    # Each entry with the balance after it, carried across pages (a cashier had to add the
+    # whole history up to tell a player what they had after an entry).
+    assert [(e["balance"]["available"], e["balance"]["held"])
+            for e in first["items"] + rest["items"]] == [
+        (0, 0), (1000, 0), (1010, 0), (1020, 0), (1030, 0), (1005, 0)]
 
 
 def test_closing_a_table_retires_and_reveals_its_shoe(make_app):
