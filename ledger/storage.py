@@ -240,7 +240,25 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
                 if self._readable(s) is None]
 
 
-_INDEXES = ("postings_by_round", "accounts_opened")
+# This version's indexes of the event table, by name: their definitions (formatted with the
+# recorder's names). Each is marked with a digest of its definition (its comment), so that an
+# index of the same name made by a version that defined it otherwise is made again.
+_INDEX_DEFINITIONS = {
+    # The round check's postings naming a round, found without reading its players' whole
+    # histories (with 200,000 entries among them a check took a second, growing with them):
+    # postings by the round they name (NULL: spelt otherwise).
+    "postings_by_round": "(({posting_round})) WHERE topic = {posted_topic}",
+    # The balance check's accounts opened, found without reading the whole log.
+    "accounts_opened": "(notification_id) WHERE topic = {opened_topic}",
+}
+_INDEXES = tuple(_INDEX_DEFINITIONS)
+# Indexes earlier versions made that this one neither makes nor reads: dropped by the
+# owner's start (each costs every append its upkeep).
+_RETIRED_INDEXES = ("foreign_topics", "spelt_otherwise")
+
+
+def _index_mark(definition: str) -> str:
+    return "pitboss " + hashlib.sha256(definition.encode()).hexdigest()[:16]
 
 
 class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
@@ -274,7 +292,13 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             **{f"{name}_regclass": literal(text) for name, text in indexes.items()},
             "posting_round": POSTING_ROUND, "posted_topic": literal(Account.Posted.TOPIC),
             "opened_topic": literal(Account.Created.TOPIC),
+            **{f"retired_{name}": literal(f"{quote(datastore.schema)}."
+                                          f"{quote(f'{events_table_name}_{name}')}")
+               for name in _RETIRED_INDEXES},
         }
+        marks = {name: _index_mark(definition.format(**names))
+                 for name, definition in _INDEX_DEFINITIONS.items()}
+        names.update({f"{name}_mark": literal(mark) for name, mark in marks.items()})
         self._append = _Append(f"{names['schema']}.{names['insert']}")
         # The library's CREATE UNIQUE INDEX IF NOT EXISTS locks the event table against
         # writers (SHARE) before it finds the index there: a process starting waited for any
@@ -290,6 +314,7 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
                 _Statement(statement.format(**names)))
         self._appenders = _Appenders(datastore)
         self._indexes = indexes
+        self._index_marks = marks
         self._indexes_found: set[str] = set()
 
     select_events = _as_retried(PostgresAggregateRecorder.select_events)
@@ -307,12 +332,14 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             return self._append(conn, params)
 
     def has_index(self, name: str) -> bool:
-        """Whether the event table has its index ``name`` (of ``_INDEXES``): tables an older
-        version made have it once the owner's start has made it (a service role's start
-        makes none), which may come while this process runs."""
+        """Whether the event table has its index ``name`` (of ``_INDEXES``) as this version
+        defines it: tables an older version made have it once the owner's start has made it
+        (a service role's start makes none), which may come while this process runs."""
         if name not in self._indexes_found and _fetched(
-                self, "SELECT to_regclass(%s) IS NOT NULL AS found",
-                (self._indexes[name],))[0]["found"]:
+                self, "SELECT obj_description(to_regclass(%s), 'pg_class') IS NOT DISTINCT "
+                      "FROM %s AND to_regclass(%s) IS NOT NULL AS found",
+                (self._indexes[name], self._index_marks[name], self._indexes[name])
+        )[0]["found"]:
             self._indexes_found.add(name)
         return name in self._indexes_found
 
@@ -699,10 +726,17 @@ def _once(trigger: str, create: str) -> str:
 
 def _index(name: str, definition: str) -> str:
     """Create an index of the event table only where it is missing, as the notification
-    index is: ``{name}`` is formatted with the recorder's names, its name the table's own."""
-    return ("DO $$ BEGIN IF to_regclass({" + name + "_regclass}) IS NULL THEN "
-            "CREATE INDEX {" + name + "} ON {schema}.{table} " + definition
-            + "; END IF; END $$")
+    index is, or where one of its name lacks its definition's mark (an earlier version
+    defined it otherwise): ``{name}`` is formatted with the recorder's names, its name the
+    table's own."""
+    regclass, mark = "{" + name + "_regclass}", "{" + name + "_mark}"
+    return ("DO $$ BEGIN "
+            f"IF to_regclass({regclass}) IS NOT NULL AND obj_description(to_regclass("
+            f"{regclass}), 'pg_class') IS DISTINCT FROM {mark} THEN "
+            "DROP INDEX {schema}.{" + name + "}; END IF; "
+            f"IF to_regclass({regclass}) IS NULL THEN "
+            "CREATE INDEX {" + name + "} ON {schema}.{table} " + definition + "; "
+            "COMMENT ON INDEX {schema}.{" + name + "} IS " + mark + "; END IF; END $$")
 
 
 # The refusing triggers' function body, as installed and as the chain walk expects to find it.
@@ -808,12 +842,10 @@ _STATEMENTS = (
        END $$""",
     # It runs with its owner's rights: only roles granted EXECUTE may append.
     "REVOKE ALL ON FUNCTION {schema}.{insert}(uuid[], bigint[], text[], bytea[]) FROM PUBLIC",
-    # The round check's postings naming a round, found without reading its players' whole
-    # histories (with 200,000 entries among them a check took a second, growing with them):
-    # postings by the round they name (NULL: spelt otherwise). The balance check's accounts
-    # opened, found without reading the whole log.
-    _index("postings_by_round", "(({posting_round})) WHERE topic = {posted_topic}"),
-    _index("accounts_opened", "(notification_id) WHERE topic = {opened_topic}"),
+    *(_index(name, definition) for name, definition in _INDEX_DEFINITIONS.items()),
+    *("DO $$ BEGIN IF to_regclass({retired_" + name + "}) IS NOT NULL THEN EXECUTE "
+      "'DROP INDEX ' || to_regclass({retired_" + name + "}); END IF; END $$"
+      for name in _RETIRED_INDEXES),
 )
 
 

@@ -1427,6 +1427,38 @@ def test_a_service_started_without_its_indexes_says_so(
     assert not [r for r in caplog.records if r.name == "pitboss.api"]
 
 
+def test_an_index_an_earlier_version_defined_otherwise_is_made_again(
+        ledgers: Callable[..., GameLedger], env: dict[str, str],
+        database: DatabaseSettings) -> None:
+    # postings_by_round kept its name when its expression changed: tables made before kept
+    # the old index, which the round check's query could not use, and nothing said so; and
+    # indexes no version reads any more were kept up at every append.
+    app = ledgers()
+    r = _paid_to_strangers(app)
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    schema, table = env["POSTGRES_SCHEMA"], recorder.events_table_name
+    index = f'"{schema}"."{table}_postings_by_round"'
+    retired = f'"{schema}"."{table}_foreign_topics"'
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        conn.execute(f"DROP INDEX {index}")
+        conn.execute(f'CREATE INDEX "{table}_postings_by_round" ON "{schema}"."{table}" '
+                     "(originator_id) WHERE topic = 'pitboss:Account.Posted'")
+        conn.execute(f'CREATE INDEX "{table}_foreign_topics" ON "{schema}"."{table}" '
+                     "(originator_id) WHERE topic NOT LIKE 'pitboss:%'")
+    service = ledgers(env={**env, "CREATE_TABLE": "no"})
+    service_recorder = service.recorder
+    assert isinstance(service_recorder, LedgerRecorder)
+    assert service_recorder.missing_indexes() == [index]
+    assert service.check_round(r) == []  # the round's own accounts, as without the index
+    ledgers()  # the owner's start makes it again, as this version defines it
+    assert service_recorder.missing_indexes() == []
+    assert service.check_round(r) == PAID_TO_STRANGERS
+    with psycopg.connect(database.conninfo()) as conn:
+        found = conn.execute("SELECT to_regclass(%s) IS NULL", (retired,)).fetchone()
+    assert found == (True,)
+
+
 def _stand_around_the_ledger(app: GameLedger, r: UUID, request_id: str, actor: str) -> None:
     """P1's stand on box 1, appended as the round's next event with the service role's rights:
     a legal play that moves no chips."""
