@@ -20,7 +20,7 @@ help:
 	@echo "make test     lint, type-check, check import directions, run all tests"
 	@echo "make lint     ruff, mypy and import-linter only"
 	@echo "make db-stop  stop the embedded PostgreSQL kept running in var/pgdata"
-	@echo "make clean    remove .venv and caches (keeps var/, the embedded database)"
+	@echo "make clean    stop the embedded database, remove .venv and caches (keeps var/)"
 
 $(BIN)/python:
 	@py="$(PYTHON)"; \
@@ -68,6 +68,6 @@ db-stop: $(STAMP)
 # The embedded PostgreSQL runs from binaries inside the virtualenv: stopped first, or removing
 # them would leave it running with nothing to stop it but a reinstall.
 clean:
-	if [ -x $(BIN)/pitboss ]; then $(BIN)/pitboss db stop; fi
+	-if [ -x $(BIN)/pitboss ]; then $(BIN)/pitboss db stop; fi
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache *.egg-info build dist
 	find . -path ./var -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

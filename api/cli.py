@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -130,6 +131,16 @@ class _ChainNotWalked(click.ClickException):
     exit_code = CHAIN_NOT_WALKED_EXIT
 
 
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe or socket whose reader has closed it."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
+    except (OSError, ValueError):  # no descriptor (a captured stdout): not a closed pipe
+        return False
+
+
 class _Commands(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -153,10 +164,14 @@ class _Commands(click.Group):
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
-            # The reader went away (`pitboss replay ... | head`): nothing is wrong, and there
-            # is nowhere left to write (Python would complain again at exit, flushing stdout).
+            if not _stdout_gone():
+                raise  # a connection's, not the reader's: an error like any other
+            # The reader went away (`pitboss replay ... | head`): there is nowhere left to
+            # write (Python would complain again at exit, flushing stdout). A chain walk it
+            # cut short was not walked to its end: not "altered" (1), which an alarm reads.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            raise SystemExit(1) from None
+            raise SystemExit(CHAIN_NOT_WALKED_EXIT if ctx.invoked_subcommand == "chain"
+                             else 1) from None
         except _OPERATOR_ERRORS as exc:
             if not _operator_can_mend(exc):
                 raise

@@ -679,6 +679,43 @@ def test_replay_reads_the_database_directly(make_app, database, monkeypatch):
     assert "pitboss chain" in altered.output
 
 
+def test_a_chain_walk_whose_reader_went_away_was_not_walked_not_altered(
+        database, postgres_env, tmp_path):
+    # It exited 1, which an alarm reads as an altered record.
+    import subprocess
+    import sys
+
+    env = postgres_env()
+    ledger = GameLedger(env=env, shoe_key=ShoeSealer.new_key())
+    ledger.open_account("a", "cashier", "P1")
+    ledger.close()
+    walker = subprocess.Popen(
+        [sys.executable, "-m", "api.cli", "chain"],
+        env={**_command_env(database, postgres_env, tmp_path),
+             "POSTGRES_SCHEMA": env["POSTGRES_SCHEMA"]},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert walker.stdout is not None
+    walker.stdout.close()  # gone before the walk says what it found
+    _, err = walker.communicate(timeout=60)
+    assert walker.returncode == CHAIN_NOT_WALKED_EXIT, err
+    assert b"Broken pipe" not in err
+
+
+def test_standard_output_is_gone_only_once_its_reader_has_closed(monkeypatch):
+    # A broken pipe from a connection (the API's) was taken for the reader's, and hidden.
+    import os
+    import sys
+
+    from api.cli import _stdout_gone
+
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w") as out:
+        monkeypatch.setattr(sys, "stdout", out)
+        assert not _stdout_gone()
+        os.close(read_end)
+        assert _stdout_gone()
+
+
 def test_the_chain_command_walks_the_database_and_fails_on_another_head(
         make_app, database, monkeypatch):
     app = make_app()
