@@ -378,12 +378,8 @@ def resolve_database(
     embedded one is not created where there is none (a command that only reads).
     """
     _check_library_settings(environ)
-    url = environ.get("DATABASE_URL", "").strip()
-    if url:
-        settings = parse_database_url(url)
-    elif external_database_configured(environ):
-        settings = _from_postgres_variables(environ)
-    else:
+    settings = _configured(environ)
+    if settings is None:
         folder = data_dir if data_dir is not None else environ.get("PITBOSS_DATA_DIR", "")
         settings = start_embedded(folder or DEFAULT_DATA_DIR, existing=existing)
     settings = replace(settings, **_limits_from(environ))
@@ -404,17 +400,21 @@ def _embedded_folder(settings: DatabaseSettings) -> bool:
     return bool(settings.host) and (Path(settings.host) / "PG_VERSION").is_file()
 
 
+def _configured(environ: Mapping[str, str]) -> DatabaseSettings | None:
+    """The database ``DATABASE_URL`` or the ``POSTGRES_*`` variables name, if they do."""
+    url = environ.get("DATABASE_URL", "").strip()
+    if url:
+        return parse_database_url(url)
+    if external_database_configured(environ):
+        return _from_postgres_variables(environ)
+    return None
+
+
 def external_database_named(environ: Mapping[str, str]) -> str | None:
     """The database the environment names, if it is not an embedded one (as a message
     names it); starts nothing."""
-    url = environ.get("DATABASE_URL", "").strip()
-    if url:
-        settings = parse_database_url(url)
-    elif external_database_configured(environ):
-        settings = _from_postgres_variables(environ)
-    else:
-        return None
-    return None if _embedded_folder(settings) else settings.describe()
+    settings = _configured(environ)
+    return None if settings is None or _embedded_folder(settings) else settings.describe()
 
 
 # PostgreSQL's reserved words (and those that may name only a function or a type): as a
