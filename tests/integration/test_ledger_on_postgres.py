@@ -1385,24 +1385,6 @@ def test_the_ledgers_own_postings_are_indexed_by_round_whatever_their_reasons_ho
     assert ledgers().check_round(r) == []
 
 
-def test_until_the_index_of_postings_by_round_is_made_the_check_reads_the_rounds_accounts(
-        ledgers: Callable[..., GameLedger], env: dict[str, str],
-        database: DatabaseSettings) -> None:
-    # Tables an older version made, a service role's start (which makes no index): a search
-    # of every account would read the whole log at each check.
-    app = ledgers()
-    r = _paid_to_strangers(app)
-    recorder = app.recorder
-    assert isinstance(recorder, LedgerRecorder)
-    index = f'"{env["POSTGRES_SCHEMA"]}"."{recorder.events_table_name}_postings_by_round"'
-    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
-        conn.execute(f"DROP INDEX {index}")
-    service = ledgers(env={**env, "CREATE_TABLE": "no"})
-    assert service.check_round(r) == []  # the round's own accounts are as its events say
-    ledgers()  # the owner's start makes the index, while the service runs
-    assert service.check_round(r) == PAID_TO_STRANGERS
-
-
 def test_a_service_started_without_its_indexes_says_so(
         ledgers: Callable[..., GameLedger], env: dict[str, str], database: DatabaseSettings,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -1427,12 +1409,15 @@ def test_a_service_started_without_its_indexes_says_so(
     assert not [r for r in caplog.records if r.name == "pitboss.api"]
 
 
-def test_an_index_an_earlier_version_defined_otherwise_is_made_again(
+@pytest.mark.parametrize("earlier", ["none", "defined otherwise"])
+def test_until_the_owner_makes_the_index_of_postings_by_round_a_check_reads_its_accounts(
         ledgers: Callable[..., GameLedger], env: dict[str, str],
-        database: DatabaseSettings) -> None:
-    # postings_by_round kept its name when its expression changed: tables made before kept
-    # the old index, which the round check's query could not use, and nothing said so; and
-    # indexes no version reads any more were kept up at every append.
+        database: DatabaseSettings, earlier: str) -> None:
+    # Tables an older version made, a service role's start (which makes no index): a search
+    # of every account would read the whole log at each check. postings_by_round kept its name
+    # when its expression changed: tables made before kept an index the round check's query
+    # could not use, and nothing said so; and indexes no version reads any more were kept up
+    # at every append.
     app = ledgers()
     r = _paid_to_strangers(app)
     recorder = app.recorder
@@ -1442,16 +1427,17 @@ def test_an_index_an_earlier_version_defined_otherwise_is_made_again(
     retired = f'"{schema}"."{table}_foreign_topics"'
     with psycopg.connect(database.conninfo(), autocommit=True) as conn:
         conn.execute(f"DROP INDEX {index}")
-        conn.execute(f'CREATE INDEX "{table}_postings_by_round" ON "{schema}"."{table}" '
-                     "(originator_id) WHERE topic = 'pitboss:Account.Posted'")
-        conn.execute(f'CREATE INDEX "{table}_foreign_topics" ON "{schema}"."{table}" '
-                     "(originator_id) WHERE topic NOT LIKE 'pitboss:%'")
+        if earlier == "defined otherwise":
+            conn.execute(f'CREATE INDEX "{table}_postings_by_round" ON "{schema}"."{table}" '
+                         "(originator_id) WHERE topic = 'pitboss:Account.Posted'")
+            conn.execute(f'CREATE INDEX "{table}_foreign_topics" ON "{schema}"."{table}" '
+                         "(originator_id) WHERE topic NOT LIKE 'pitboss:%'")
     service = ledgers(env={**env, "CREATE_TABLE": "no"})
     service_recorder = service.recorder
     assert isinstance(service_recorder, LedgerRecorder)
     assert service_recorder.missing_indexes() == [index]
-    assert service.check_round(r) == []  # the round's own accounts, as without the index
-    ledgers()  # the owner's start makes it again, as this version defines it
+    assert service.check_round(r) == []  # the round's own accounts are as its events say
+    ledgers()  # the owner's start makes it, as this version defines it, while the service runs
     assert service_recorder.missing_indexes() == []
     assert service.check_round(r) == PAID_TO_STRANGERS
     with psycopg.connect(database.conninfo()) as conn:
