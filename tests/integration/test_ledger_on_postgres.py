@@ -1402,7 +1402,8 @@ def test_a_service_started_without_its_indexes_says_so(
     with caplog.at_level(logging.WARNING, logger="pitboss.api"):
         prepare_store({**env, "CREATE_TABLE": "no"})
     (warning,) = [r.getMessage() for r in caplog.records if r.name == "pitboss.api"]
-    assert warning.startswith(f"the event table lacks {names[0]}, {names[1]}: round checks ")
+    assert warning.startswith(f"the event table lacks {names[0]}, {names[1]} as this version "
+                              "makes them: round checks ")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="pitboss.api"):
         prepare_store(env)  # the owner's start makes them
@@ -1443,6 +1444,31 @@ def test_until_the_owner_makes_the_index_of_postings_by_round_a_check_reads_its_
     with psycopg.connect(database.conninfo()) as conn:
         found = conn.execute("SELECT to_regclass(%s) IS NULL", (retired,)).fetchone()
     assert found == (True,)
+
+
+def test_a_statement_altered_around_the_ledger_still_lists_every_entry(
+        ledgers: Callable[..., GameLedger]) -> None:
+    # With balances on each entry, a forged posting that took held below zero made the whole
+    # statement a 500, from that entry's page on: where an auditor would have seen it.
+    app = ledgers()
+    app.open_account("o", "cashier", "P1")
+    app.buy_in("b", "cashier", "P1", 100)
+    account: Any = app.repository.get(ids.account_id("P1"))
+    at = {"originator_id": account.id, "timestamp": account.modified_on}
+    append_around_the_ledger(
+        app,
+        Account.Posted(originator_version=3, round_id=uuid4(),  # type: ignore[call-arg]
+                       held_delta=-5, available_delta=5, memo="forged", actor="dealer",
+                       request_id="forged", **at),
+        Account.BoughtIn(originator_version=4, amount=1,  # type: ignore[call-arg]
+                         actor="cashier", request_id="later", **at))
+    for after, limit in ((0, 100), (1, 1), (2, 100), (3, 1)):
+        items = app.account_entries("P1", after=after, limit=limit)["items"]
+        shown = {i["version"]: i.get("balance") for i in items}
+        before = {1: {"available": 0, "held": 0}, 2: {"available": 100, "held": 0}}
+        assert shown == {v: before.get(v) for v in range(after + 1, min(after + limit, 4) + 1)
+                         }, (after, shown)
+    assert [i["data"].get("memo") for i in app.account_entries("P1")["items"]][2] == "forged"
 
 
 def _stand_around_the_ledger(app: GameLedger, r: UUID, request_id: str, actor: str) -> None:
