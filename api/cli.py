@@ -131,14 +131,27 @@ class _ChainNotWalked(click.ClickException):
     exit_code = CHAIN_NOT_WALKED_EXIT
 
 
-def _stdout_gone() -> bool:
-    """Whether standard output is a pipe or socket whose reader has closed it."""
-    try:
-        poll = select.poll()
-        poll.register(sys.stdout.fileno(), select.POLLOUT)
-        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
-    except (OSError, ValueError):  # no descriptor (a captured stdout): not a closed pipe
-        return False
+def _reader_gone() -> bool:
+    """Whether standard output or standard error is a pipe or socket whose reader has
+    closed it."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            poll = select.poll()
+            poll.register(stream.fileno(), select.POLLOUT)
+            if any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0)):
+                return True
+        except (AttributeError, OSError, ValueError):  # none, or no descriptor (captured)
+            continue
+    return False
+
+
+def _quiet() -> None:
+    """Standard output and error to /dev/null: their reader has gone, and Python would
+    complain again at exit, flushing them."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(AttributeError, OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
 
 
 class _Commands(click.Group):
@@ -154,22 +167,24 @@ class _Commands(click.Group):
         except (Exception, KeyboardInterrupt) as exc:
             if ctx.invoked_subcommand != "chain":
                 raise
-            if isinstance(exc, KeyboardInterrupt):
-                click.echo("interrupted: the chain was not walked to its end", err=True)
-            else:
-                traceback.print_exc()
+            with suppress(OSError):  # standard error's reader may be gone too
+                if isinstance(exc, KeyboardInterrupt):
+                    click.echo("interrupted: the chain was not walked to its end", err=True)
+                else:
+                    traceback.print_exc()
             raise SystemExit(CHAIN_NOT_WALKED_EXIT) from None
 
     def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except BrokenPipeError:
-            if not _stdout_gone():
-                raise  # a connection's, not the reader's: an error like any other
+        except BrokenPipeError as exc:
+            if not _reader_gone():  # a connection's, not the reader's: an error like any other
+                raise click.ClickException(str(exc)) from exc
             # The reader went away (`pitboss replay ... | head`): there is nowhere left to
-            # write (Python would complain again at exit, flushing stdout). A chain walk it
-            # cut short was not walked to its end: not "altered" (1), which an alarm reads.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            # write. A chain walk it cut short was not walked to its end (unless it found an
+            # alteration, which stands: the chain command says so itself), not "altered" (1),
+            # which an alarm reads.
+            _quiet()
             raise SystemExit(CHAIN_NOT_WALKED_EXIT if ctx.invoked_subcommand == "chain"
                              else 1) from None
         except _OPERATOR_ERRORS as exc:
@@ -548,7 +563,7 @@ def _progress(length: int, label: str, *, shown: bool = True,
     drawn a thousandth at a time): a bar on a terminal; elsewhere (a log, a pipe), where a bar
     shows nothing until the end, a line at each tenth, and one after ``PROGRESS_LINE_S`` of
     work without (a chain walk of millions of events went silent for minutes)."""
-    if not shown:
+    if not shown or sys.stderr is None:  # none to show it on (2>&-)
         yield lambda _: None
         return
     step = max(1, length // 1000)
@@ -756,53 +771,59 @@ def chain(expected_head: str | None, expected_at: int | None, start: int) -> Non
     could not be walked (the database does not answer, or holds no ledger, or Ctrl-C)."""
     if expected_at is not None and expected_head is None:
         raise click.UsageError("--expected-at names where --expected-head was taken: give both")
-    with _database_ledger() as ledger:
-        recorder = ledger.recorder
-        if not isinstance(recorder, LedgerRecorder):
-            raise click.ClickException("the ledger does not store in PostgreSQL")
-        last_id, _ = chain_head(recorder)
-        kept_head, kept_at = expected_head, expected_at
-        rows = altered = 0
-        with _progress(last_id, "walking the chain") as reached:
-            after: int | None = start
-            try:
-                # In parts, each reported as it ends: what a walk stopped midway found is
-                # printed, and it goes on from the end of the last part reported.
-                while after is not None:
-                    report = verify_chain(recorder, after=after, limit=CHAIN_PART_ROWS,
-                                          expected_head=expected_head, expected_at=expected_at,
-                                          on_row=reached)
-                    rows += report.rows
-                    altered += len(report.findings)
-                    for finding in report.findings:
-                        click.echo(f"BROKEN: {finding}")
-                    if report.kept_head_checked and expected_at is not None:
-                        expected_head = expected_at = None  # compared: later parts lie past it
-                    after = report.next_after
-            except QueryRefused as refused:
-                raise click.UsageError(str(refused)) from None
-            except KeyboardInterrupt:
-                still = "" if expected_head is None else " and the same --expected-head" + (
-                    "" if expected_at is None else " and --expected-at")
-                click.echo(f"stopped: checked up to notification {after:,}; go on with pitboss "
-                           f"chain --after {after}{still}", err=True)
-                if altered:
-                    raise SystemExit(1) from None  # what was found stands
-                raise
-            reached(last_id)
-    click.echo(f"{rows:,} events checked, up to notification {report.head_notification_id}"
-               + ("" if altered else f"; head {report.head}"))
-    for warning in report.warnings:
-        click.echo(f"WARNING: {warning}")
-    if altered:
-        raise SystemExit(1)
-    kept = "" if kept_head is None else (
-        f": the link at notification {kept_at} is the one kept outside"
-        if kept_at is not None else ": the head is the one kept outside")
-    part = "" if start == 0 else (
-        f" after notification {start} (the link stored there taken on trust: the events up to "
-        "it were not checked)")
-    click.echo("intact" + part + kept)
+    rows = altered = 0
+    try:
+        with _database_ledger() as ledger:
+            recorder = ledger.recorder
+            if not isinstance(recorder, LedgerRecorder):
+                raise click.ClickException("the ledger does not store in PostgreSQL")
+            last_id, _ = chain_head(recorder)
+            kept_head, kept_at = expected_head, expected_at
+            with _progress(last_id, "walking the chain") as reached:
+                after: int | None = start
+                try:
+                    # In parts, each reported as it ends: what a walk stopped midway found is
+                    # printed, and it goes on from the end of the last part reported.
+                    while after is not None:
+                        report = verify_chain(recorder, after=after, limit=CHAIN_PART_ROWS,
+                                              expected_head=expected_head, expected_at=expected_at,
+                                              on_row=reached)
+                        rows += report.rows
+                        altered += len(report.findings)
+                        for finding in report.findings:
+                            click.echo(f"BROKEN: {finding}")
+                        if report.kept_head_checked and expected_at is not None:
+                            expected_head = expected_at = None  # compared: later parts lie past it
+                        after = report.next_after
+                except QueryRefused as refused:
+                    raise click.UsageError(str(refused)) from None
+                except KeyboardInterrupt:
+                    still = "" if expected_head is None else " and the same --expected-head" + (
+                        "" if expected_at is None else " and --expected-at")
+                    click.echo(f"stopped: checked up to notification {after:,}; go on with pitboss "
+                               f"chain --after {after}{still}", err=True)
+                    if altered:
+                        raise SystemExit(1) from None  # what was found stands
+                    raise
+                reached(last_id)
+        click.echo(f"{rows:,} events checked, up to notification {report.head_notification_id}"
+                   + ("" if altered else f"; head {report.head}"))
+        for warning in report.warnings:
+            click.echo(f"WARNING: {warning}")
+        if altered:
+            raise SystemExit(1)
+        kept = "" if kept_head is None else (
+            f": the link at notification {kept_at} is the one kept outside"
+            if kept_at is not None else ": the head is the one kept outside")
+        part = "" if start == 0 else (
+            f" after notification {start} (the link stored there taken on trust: the events up to "
+            "it were not checked)")
+        click.echo("intact" + part + kept)
+    except BrokenPipeError:
+        if not altered or not _reader_gone():
+            raise
+        _quiet()  # the reader went away after the walk found an alteration: it stands
+        raise SystemExit(1) from None
 
 
 # --- the demo of `make run` ------------------------------------------------------------------

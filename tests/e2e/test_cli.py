@@ -679,9 +679,13 @@ def test_replay_reads_the_database_directly(make_app, database, monkeypatch):
     assert "pitboss chain" in altered.output
 
 
-def test_a_chain_walk_whose_reader_went_away_was_not_walked_not_altered(
-        database, postgres_env, tmp_path):
-    # It exited 1, which an alarm reads as an altered record.
+@pytest.mark.parametrize(("gone", "kept_head", "status"), [
+    ("stdout", None, CHAIN_NOT_WALKED_EXIT), ("stderr", None, CHAIN_NOT_WALKED_EXIT),
+    ("stdout", "0" * 64, 1)])
+def test_a_chain_walk_whose_reader_went_away_was_not_walked_unless_it_found_an_alteration(
+        database, postgres_env, tmp_path, gone, kept_head, status):
+    # It exited 1, which an alarm reads as an altered record, on an intact one; and 3 on an
+    # altered one, whose finding stands however the reader left.
     import subprocess
     import sys
 
@@ -689,31 +693,66 @@ def test_a_chain_walk_whose_reader_went_away_was_not_walked_not_altered(
     ledger = GameLedger(env=env, shoe_key=ShoeSealer.new_key())
     ledger.open_account("a", "cashier", "P1")
     ledger.close()
-    walker = subprocess.Popen(
+    argv = ["chain"] + ([] if kept_head is None else ["--expected-head", kept_head])
+    with open(tmp_path / "kept", "w") as kept:
+        walker = subprocess.Popen(
+            [sys.executable, "-m", "api.cli", *argv],
+            env={**_command_env(database, postgres_env, tmp_path),
+                 "POSTGRES_SCHEMA": env["POSTGRES_SCHEMA"]},
+            stdout=subprocess.PIPE if gone == "stdout" else kept,
+            stderr=subprocess.PIPE if gone == "stderr" else kept)
+        stream = walker.stdout if gone == "stdout" else walker.stderr
+        assert stream is not None
+        stream.close()  # gone before the walk says what it found
+        walker.wait(timeout=60)
+    assert walker.returncode == status, (tmp_path / "kept").read_text()
+    assert "Broken pipe" not in (tmp_path / "kept").read_text()
+
+
+def test_a_chain_walk_with_standard_error_closed_walks(database, postgres_env, tmp_path):
+    # Started with 2>&-, it never walked: the progress asked None whether it was a terminal.
+    import os
+    import subprocess
+    import sys
+
+    env = postgres_env()
+    GameLedger(env=env, shoe_key=ShoeSealer.new_key()).close()
+    walked = subprocess.run(
         [sys.executable, "-m", "api.cli", "chain"],
         env={**_command_env(database, postgres_env, tmp_path),
              "POSTGRES_SCHEMA": env["POSTGRES_SCHEMA"]},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert walker.stdout is not None
-    walker.stdout.close()  # gone before the walk says what it found
-    _, err = walker.communicate(timeout=60)
-    assert walker.returncode == CHAIN_NOT_WALKED_EXIT, err
-    assert b"Broken pipe" not in err
+        stdout=subprocess.PIPE, preexec_fn=lambda: os.close(2), timeout=60, check=False)
+    assert walked.returncode == 0, walked.stdout
+    assert walked.stdout.decode().endswith("intact\n")
 
 
-def test_standard_output_is_gone_only_once_its_reader_has_closed(monkeypatch):
+def test_output_is_gone_only_once_its_reader_has_closed(monkeypatch):
     # A broken pipe from a connection (the API's) was taken for the reader's, and hidden.
     import os
     import sys
 
-    from api.cli import _stdout_gone
+    from api.cli import _reader_gone
 
     read_end, write_end = os.pipe()
     with os.fdopen(write_end, "w") as out:
         monkeypatch.setattr(sys, "stdout", out)
-        assert not _stdout_gone()
+        assert not _reader_gone()
         os.close(read_end)
-        assert _stdout_gone()
+        assert _reader_gone()
+
+
+def test_a_connections_broken_pipe_is_an_error_said_so(monkeypatch, unused_port):
+    # It ended the command with status 1 and not a word, as if a reader had gone.
+    from api.client import Client
+
+    def broken(*_: object, **__: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(Client, "get", broken)
+    result = CliRunner().invoke(main, ["replay", str(uuid.uuid4()), "--url",
+                                       f"http://127.0.0.1:{unused_port}", "--key", "k"])
+    assert result.exit_code == 1
+    assert result.output == "Error: [Errno 32] Broken pipe\n"
 
 
 def test_the_chain_command_walks_the_database_and_fails_on_another_head(
