@@ -124,6 +124,7 @@ def _operator_can_mend(exc: BaseException) -> bool:
 # database, no ledger there, a defect), it exits with this, so that an alarm on it tells one
 # from the other.
 CHAIN_NOT_WALKED_EXIT = 3
+CHAIN_ALTERED = "pitboss.chain.altered"  # (the context's meta) the walk found an alteration
 CHAIN_PART_ROWS = 10_000  # rows `pitboss chain` walks before it reports what it found
 
 
@@ -181,12 +182,12 @@ class _Commands(click.Group):
             if not _reader_gone():  # a connection's, not the reader's: an error like any other
                 raise click.ClickException(str(exc)) from exc
             # The reader went away (`pitboss replay ... | head`): there is nowhere left to
-            # write. A chain walk it cut short was not walked to its end (unless it found an
-            # alteration, which stands: the chain command says so itself), not "altered" (1),
-            # which an alarm reads.
+            # write. A chain walk it cut short was not walked to its end, not "altered" (1),
+            # which an alarm reads; unless it had found an alteration, which stands.
             _quiet()
-            raise SystemExit(CHAIN_NOT_WALKED_EXIT if ctx.invoked_subcommand == "chain"
-                             else 1) from None
+            if ctx.invoked_subcommand == "chain" and not ctx.meta.get(CHAIN_ALTERED):
+                raise SystemExit(CHAIN_NOT_WALKED_EXIT) from None
+            raise SystemExit(1) from None
         except _OPERATOR_ERRORS as exc:
             if not _operator_can_mend(exc):
                 raise
@@ -771,59 +772,55 @@ def chain(expected_head: str | None, expected_at: int | None, start: int) -> Non
     could not be walked (the database does not answer, or holds no ledger, or Ctrl-C)."""
     if expected_at is not None and expected_head is None:
         raise click.UsageError("--expected-at names where --expected-head was taken: give both")
-    rows = altered = 0
-    try:
-        with _database_ledger() as ledger:
-            recorder = ledger.recorder
-            if not isinstance(recorder, LedgerRecorder):
-                raise click.ClickException("the ledger does not store in PostgreSQL")
-            last_id, _ = chain_head(recorder)
-            kept_head, kept_at = expected_head, expected_at
-            with _progress(last_id, "walking the chain") as reached:
-                after: int | None = start
-                try:
-                    # In parts, each reported as it ends: what a walk stopped midway found is
-                    # printed, and it goes on from the end of the last part reported.
-                    while after is not None:
-                        report = verify_chain(recorder, after=after, limit=CHAIN_PART_ROWS,
-                                              expected_head=expected_head, expected_at=expected_at,
-                                              on_row=reached)
-                        rows += report.rows
-                        altered += len(report.findings)
-                        for finding in report.findings:
-                            click.echo(f"BROKEN: {finding}")
-                        if report.kept_head_checked and expected_at is not None:
-                            expected_head = expected_at = None  # compared: later parts lie past it
-                        after = report.next_after
-                except QueryRefused as refused:
-                    raise click.UsageError(str(refused)) from None
-                except KeyboardInterrupt:
-                    still = "" if expected_head is None else " and the same --expected-head" + (
-                        "" if expected_at is None else " and --expected-at")
-                    click.echo(f"stopped: checked up to notification {after:,}; go on with pitboss "
-                               f"chain --after {after}{still}", err=True)
-                    if altered:
-                        raise SystemExit(1) from None  # what was found stands
-                    raise
-                reached(last_id)
-        click.echo(f"{rows:,} events checked, up to notification {report.head_notification_id}"
-                   + ("" if altered else f"; head {report.head}"))
-        for warning in report.warnings:
-            click.echo(f"WARNING: {warning}")
-        if altered:
-            raise SystemExit(1)
-        kept = "" if kept_head is None else (
-            f": the link at notification {kept_at} is the one kept outside"
-            if kept_at is not None else ": the head is the one kept outside")
-        part = "" if start == 0 else (
-            f" after notification {start} (the link stored there taken on trust: the events up to "
-            "it were not checked)")
-        click.echo("intact" + part + kept)
-    except BrokenPipeError:
-        if not altered or not _reader_gone():
-            raise
-        _quiet()  # the reader went away after the walk found an alteration: it stands
-        raise SystemExit(1) from None
+    with _database_ledger() as ledger:
+        recorder = ledger.recorder
+        if not isinstance(recorder, LedgerRecorder):
+            raise click.ClickException("the ledger does not store in PostgreSQL")
+        last_id, _ = chain_head(recorder)
+        kept_head, kept_at = expected_head, expected_at
+        rows = altered = 0
+        with _progress(last_id, "walking the chain") as reached:
+            after: int | None = start
+            try:
+                # In parts, each reported as it ends: what a walk stopped midway found is
+                # printed, and it goes on from the end of the last part reported.
+                while after is not None:
+                    report = verify_chain(recorder, after=after, limit=CHAIN_PART_ROWS,
+                                          expected_head=expected_head, expected_at=expected_at,
+                                          on_row=reached)
+                    rows += report.rows
+                    altered += len(report.findings)
+                    # Said at once: a reader gone from here on does not make it unsaid.
+                    click.get_current_context().meta[CHAIN_ALTERED] = bool(altered)
+                    for finding in report.findings:
+                        click.echo(f"BROKEN: {finding}")
+                    if report.kept_head_checked and expected_at is not None:
+                        expected_head = expected_at = None  # compared: later parts lie past it
+                    after = report.next_after
+            except QueryRefused as refused:
+                raise click.UsageError(str(refused)) from None
+            except KeyboardInterrupt:
+                still = "" if expected_head is None else " and the same --expected-head" + (
+                    "" if expected_at is None else " and --expected-at")
+                click.echo(f"stopped: checked up to notification {after:,}; go on with pitboss "
+                           f"chain --after {after}{still}", err=True)
+                if altered:
+                    raise SystemExit(1) from None  # what was found stands
+                raise
+            reached(last_id)
+    click.echo(f"{rows:,} events checked, up to notification {report.head_notification_id}"
+               + ("" if altered else f"; head {report.head}"))
+    for warning in report.warnings:
+        click.echo(f"WARNING: {warning}")
+    if altered:
+        raise SystemExit(1)
+    kept = "" if kept_head is None else (
+        f": the link at notification {kept_at} is the one kept outside"
+        if kept_at is not None else ": the head is the one kept outside")
+    part = "" if start == 0 else (
+        f" after notification {start} (the link stored there taken on trust: the events up to "
+        "it were not checked)")
+    click.echo("intact" + part + kept)
 
 
 # --- the demo of `make run` ------------------------------------------------------------------
