@@ -1417,7 +1417,7 @@ def _with_balances(app: GameLedger, account_id: UUID, after: int,
                    items: list[dict[str, Any]], events: list[Any]) -> None:
     """Each entry of a statement page with the account's balance after it: from the account
     at the page's start (its snapshot before it, and the events since), each entry applied in
-    turn, with its invariants (R-M3). From an entry that does not apply (a record altered
+    turn, with its invariants checked (R-M3). From an entry that does not apply (a record altered
     around the ledger) on, the entries are listed without a balance: the statement is where
     an auditor sees such an entry, so it must still read."""
     try:
@@ -1430,8 +1430,7 @@ def _with_balances(app: GameLedger, account_id: UUID, after: int,
     for item, event in zip(items, events, strict=False):
         try:
             with reading_record(account_id, "account"):
-                account = event.mutate(account)
-                account.check()
+                account = event.mutate(account)  # each event's apply checks R-M3
         except InvariantBroken as broken:
             _log.warning("statement of %s: no balances from version %d on (%s)", account_id,
                          item["version"], broken)
