@@ -897,8 +897,25 @@ class GameLedger(Application[UUID]):
         more = len(events) > limit
         items = [_describe(e) for e in events[:limit]]
         if balances and items:
-            _with_balances(self, aggregate_id, after, items, events)
+            self._with_balances(aggregate_id, after, items, events)
         return {"items": items, "next_after": items[-1]["version"] if more else None}
+
+    def _with_balances(self, account_id: UUID, after: int, items: list[dict[str, Any]],
+                       events: list[Any]) -> None:
+        """Each entry of a statement page with the account's balance after it: from the
+        account at the page's start (its snapshot before it, and the events since), each entry
+        applied in turn, each event's apply checking R-M3. From an entry that does not apply
+        (a record altered around the ledger) on, the entries are listed without a balance:
+        the statement is where an auditor sees such an entry, so it must still read."""
+        try:
+            with reading_record(account_id, "account"):
+                account = self.repository.get(account_id, version=after) if after else None
+                for item, event in zip(items, events, strict=False):
+                    account = event.mutate(account)
+                    item["balance"] = {"available": account.available, "held": account.held}
+        except InvariantBroken as broken:
+            _log.warning("statement of %s after version %d: balances stop where an entry "
+                         "does not apply (%s)", account_id, after, broken)
 
     def shoe(self, shoe_id: UUID) -> dict[str, Any]:
         """Commitment and position; the order and salt only once retired (R-H2)."""
@@ -1411,31 +1428,6 @@ def reading_record(aggregate_id: UUID, what: str = "") -> Iterator[None]:
     except _UNREPLAYABLE as error:
         raise InvariantBroken(_cannot_hold(f"{what} {aggregate_id}".lstrip(), error)
                               ) from error
-
-
-def _with_balances(app: GameLedger, account_id: UUID, after: int,
-                   items: list[dict[str, Any]], events: list[Any]) -> None:
-    """Each entry of a statement page with the account's balance after it: from the account
-    at the page's start (its snapshot before it, and the events since), each entry applied in
-    turn, with its invariants checked (R-M3). From an entry that does not apply (a record altered
-    around the ledger) on, the entries are listed without a balance: the statement is where
-    an auditor sees such an entry, so it must still read."""
-    try:
-        with reading_record(account_id, "account"):
-            account: Any = app.repository.get(account_id, version=after) if after else None
-    except InvariantBroken as broken:
-        _log.warning("statement of %s after version %d: no balances (%s)", account_id, after,
-                     broken)
-        return
-    for item, event in zip(items, events, strict=False):
-        try:
-            with reading_record(account_id, "account"):
-                account = event.mutate(account)  # each event's apply checks R-M3
-        except InvariantBroken as broken:
-            _log.warning("statement of %s: no balances from version %d on (%s)", account_id,
-                         item["version"], broken)
-            return
-        item["balance"] = {"available": account.available, "held": account.held}
 
 
 def _account_id(player: str) -> UUID:
