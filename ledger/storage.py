@@ -268,8 +268,11 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
                  events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)
         qualified = f"{quote(datastore.schema)}.{quote(events_table_name)}"
-        indexes = {name: f"{quote(datastore.schema)}.{quote(f'{events_table_name}_{name}')}"
-                   for name in _INDEXES}  # as to_regclass takes them
+
+        def index(name: str) -> str:  # an index of the event table, as to_regclass takes it
+            return f"{quote(datastore.schema)}.{quote(f'{events_table_name}_{name}')}"
+
+        indexes = {name: index(name) for name in _INDEXES}
         names = {
             "schema": quote(datastore.schema),
             "table": quote(events_table_name),
@@ -292,9 +295,7 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             **{f"{name}_regclass": literal(text) for name, text in indexes.items()},
             "posting_round": POSTING_ROUND, "posted_topic": literal(Account.Posted.TOPIC),
             "opened_topic": literal(Account.Created.TOPIC),
-            **{f"retired_{name}": literal(f"{quote(datastore.schema)}."
-                                          f"{quote(f'{events_table_name}_{name}')}")
-               for name in _RETIRED_INDEXES},
+            **{f"retired_{name}": literal(index(name)) for name in _RETIRED_INDEXES},
         }
         marks = {name: _index_mark(definition.format(**names))
                  for name, definition in _INDEX_DEFINITIONS.items()}
@@ -335,10 +336,9 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
         """Whether the event table has its index ``name`` (of ``_INDEXES``) as this version
         defines it: tables an older version made have it once the owner's start has made it
         (a service role's start makes none), which may come while this process runs."""
-        if name not in self._indexes_found and _fetched(
+        if name not in self._indexes_found and _fetched(  # a missing index has no comment
                 self, "SELECT obj_description(to_regclass(%s), 'pg_class') IS NOT DISTINCT "
-                      "FROM %s AND to_regclass(%s) IS NOT NULL AS found",
-                (self._indexes[name], self._index_marks[name], self._indexes[name])
+                      "FROM %s AS found", (self._indexes[name], self._index_marks[name])
         )[0]["found"]:
             self._indexes_found.add(name)
         return name in self._indexes_found
