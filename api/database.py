@@ -469,10 +469,7 @@ def start_embedded(data_dir: Path | str, *, existing: bool = False) -> DatabaseS
             "folder holding var/pgdata), or set PITBOSS_DATA_DIR or DATABASE_URL")
     path.parent.mkdir(parents=True, exist_ok=True)
     pgserver = _import_pgserver()
-    from pgserver.utils import PostmasterInfo
-
-    running = PostmasterInfo.read_from_pgdata(path)
-    was_running = running is not None and running.is_running()
+    was_running = _running(path)
     try:
         with _quiet_runtime_dir_warning():
             # cleanup_mode=None: the server outlives this process, so the next start (or a
@@ -496,19 +493,24 @@ def stop_embedded(data_dir: Path | str) -> bool:
     if not (path / "PG_VERSION").exists():
         return False
     pgserver = _import_pgserver()
-    from pgserver.utils import PostmasterInfo
-
     server = pgserver.PostgresServer._instances.pop(path, None)
     if server is not None:
         # Forget this process's handle so pgserver's exit hook has nothing left to do.
         atexit.unregister(server._cleanup)
         server.global_process_id_list.get_and_remove(os.getpid())
-    info = PostmasterInfo.read_from_pgdata(path)
-    if info is None or not info.is_running():
+    if not _running(path):
         return False
     pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=path, user=_postgres_system_user())
     logger.debug("stopped the embedded PostgreSQL in %s", path)
     return True
+
+
+def _running(path: Path) -> bool:
+    """Whether a server runs in the embedded data folder ``path``."""
+    from pgserver.utils import PostmasterInfo  # pgserver imported (_import_pgserver) first
+
+    info = PostmasterInfo.read_from_pgdata(path)
+    return info is not None and bool(info.is_running())
 
 
 def _postgres_system_user() -> str | None:
