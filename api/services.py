@@ -119,9 +119,9 @@ def prepare_store(env: dict[str, str], shoe_key: bytes | None = None) -> int:
         # Tables an earlier version made, started by a role that makes no index: the checks
         # still answer, slower and (the round check) over the round's own accounts alone.
         logger.warning("the event table lacks %s as this version makes them: round checks "
-                       "look at the round's own "
-                       "accounts alone, and both checks read more, until a start as the "
-                       "tables' owner makes them (README: Upgrading)", ", ".join(missing))
+                       "look at the round's own accounts alone, and both checks read more, "
+                       "until a start as the tables' owner makes them (README: Upgrading)",
+                       ", ".join(missing))
     if problem is not None:
         raise ShoeKeyError(f"the shoe key does not open the newest live shoe ({problem}): "
                            "set PITBOSS_SHOE_KEY or PITBOSS_SHOE_KEY_FILE to the key this "
