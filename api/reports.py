@@ -12,10 +12,9 @@ from uuid import UUID
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from api.auth import AUDITOR, MANAGER
-from api.schemas import FindingsSchema, Out, QueryBoolean, page_limit, printable
+from api.schemas import FindingsSchema, Out, QueryBoolean, page_limit, player, printable
 from api.services import ledger, services
 from api.views import Blueprint, guard
-from ledger.application import NAME_MAX_CHARS
 from projections.rounds import STATUSES
 from projections.settings import (
     BALANCES_PAGE_MAX,
@@ -39,10 +38,6 @@ def _cursor() -> fields.String:
         "description": "next_cursor of the previous page."})
 
 
-def _player() -> fields.String:
-    return fields.String(validate=[validate.Length(1, NAME_MAX_CHARS), printable])
-
-
 _MOMENT = ("An ISO 8601 time with its zone, as 2026-11-30T06:00:00Z or 2026-11-30T07:00:00%2B01:00 "
            "(a + in a query string is written %2B).")
 
@@ -55,7 +50,7 @@ def _moment(bound: str) -> fields.AwareDateTime:
 
 class SearchRoundsQuerySchema(Schema):
     table_id = fields.UUID()
-    player = _player()
+    player = player(in_query=True)
     status = fields.String(validate=validate.OneOf(STATUSES))
     started_from = _moment("Inclusive")
     started_to = _moment("Exclusive")
@@ -73,7 +68,7 @@ class SearchRoundsQuerySchema(Schema):
 
 
 class BalancesQuerySchema(Schema):
-    player = _player()
+    player = player(in_query=True)
     limit = page_limit(100, BALANCES_PAGE_MAX)
     cursor = _cursor()
 

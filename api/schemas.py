@@ -142,10 +142,13 @@ NOT_A_PLAYER_ID: Final = ("Not a valid player id (a letter or digit, then up to 
                           "0-9 . _ @ + -).")
 
 
-def player(**kwargs: Any) -> fields.String:
+def player(*, in_query: bool = False, **kwargs: Any) -> fields.String:
+    """A player id field. In a query string a + arrives as a space, which no player id holds:
+    refused with how to write it, not searched for and found nowhere."""
+    plus = " A + in a query string is written %2B." if in_query else ""
     metadata = {"description": "A player id: a letter or digit, then up to 63 of "
-                "A-Z a-z 0-9 . _ @ + -", **kwargs.pop("metadata", {})}
-    return fields.String(validate=FullMatch(PLAYER_PATTERN, error=NOT_A_PLAYER_ID),
+                f"A-Z a-z 0-9 . _ @ + -.{plus}", **kwargs.pop("metadata", {})}
+    return fields.String(validate=FullMatch(PLAYER_PATTERN, error=NOT_A_PLAYER_ID + plus),
                          metadata=metadata, **kwargs)
 
 

@@ -155,6 +155,15 @@ def test_a_nul_character_anywhere_is_a_422_not_a_database_error(http):
     assert "player" in problem_of(http.get("/audit/rounds", player="a\x00b"), 422)["errors"]
 
 
+@pytest.mark.parametrize("path", ["/audit/balances", "/audit/rounds"])
+def test_a_plus_a_query_string_turned_into_a_space_is_refused_not_found_nowhere(http, path):
+    # "?player=ann+vip" arrives as "ann vip", which no player id holds: it answered an empty
+    # page, and an auditor read that ann+vip had no balance and no rounds.
+    (said,) = problem_of(http.get(path, player="ann vip"), 422)["errors"]["player"]
+    assert said.startswith("Not a valid player id") and "written %2B" in said
+    assert http.ok(http.get(path, player="ann+vip"))["items"] == []
+
+
 def test_balances_page_through_owners_with_the_longest_names_in_any_script(make_app):
     app = make_app()
     http = Http(app.test_client())
