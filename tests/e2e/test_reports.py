@@ -160,7 +160,8 @@ def test_a_plus_a_query_string_turned_into_a_space_is_refused_not_found_nowhere(
     # "?player=ann+vip" arrives as "ann vip", which no player id holds: it answered an empty
     # page, and an auditor read that ann+vip had no balance and no rounds.
     (said,) = problem_of(http.get(path, player="ann vip"), 422)["errors"]["player"]
-    assert said.startswith("Not a valid player id") and "written %2B" in said
+    assert said.startswith("Not a valid player id")
+    assert "written %2B" in said
     assert http.ok(http.get(path, player="ann+vip"))["items"] == []
 
 
