@@ -29,10 +29,6 @@ def is_card(code: str) -> bool:
     return code == WILD or code in _VALUE
 
 
-def is_wild(card: Card) -> bool:
-    return card == WILD
-
-
 def rank(card: Card) -> str:
     """The rank character, or ``"W"`` for the wild card."""
     return card[0]

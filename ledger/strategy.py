@@ -35,7 +35,7 @@ from collections.abc import Collection, Sequence
 from ledger.cards import WILD, Card, hand_total, point_value
 from ledger.plays import Play
 
-__all__ = ["basic_strategy", "choose", "take_even_money", "take_insurance"]
+__all__ = ["basic_strategy", "choose"]
 
 # Chart legend: the plays to try, first legal one wins. "Dh" reads "double, else hit".
 CODES: dict[str, tuple[Play, ...]] = {
@@ -169,13 +169,3 @@ def choose(code: str, legal: Collection[Play]) -> Play:
     """Resolve a chart code (a key of ``CODES``) against the legal plays, as the charts do."""
     return _first_legal(_with_last_resort(CODES[code]), legal)
 
-
-def take_insurance(cards: Sequence[Card], upcard: Card) -> bool:
-    """Never: insurance pays 2:1 but wins less than a third of the time (about 31% from a full
-    6-deck shoe) to a player who does not count cards (R-C5), so it always loses on average."""
-    return False
-
-
-def take_even_money(cards: Sequence[Card], upcard: Card) -> bool:
-    """Never: even money is insurance on a natural (R-C6), so basic strategy declines it too."""
-    return False

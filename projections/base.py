@@ -105,9 +105,6 @@ class View(PostgresTrackingRecorder):
     def qualified(self, part: str) -> Identifier:
         return Identifier(self.datastore.schema, self.name_of(part))
 
-    def all_parts(self) -> tuple[str, ...]:
-        return (*self.parts, "tracking")
-
     @abstractmethod
     def create_statements(self) -> list[Composed]:
         """The statements that make the parts where they are missing (indexes by

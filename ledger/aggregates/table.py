@@ -8,7 +8,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from ledger.aggregates.snapshot import LedgerSnapshot
-from ledger.rules import RuleSet, TableLimits
+from ledger.rules import RuleSet
 
 
 class Table(Aggregate):
@@ -100,9 +100,6 @@ class Table(Aggregate):
 
     def rule_set(self) -> RuleSet:
         return RuleSet.from_dict(self.rules)
-
-    def table_limits(self) -> TableLimits:
-        return TableLimits.from_dict(self.limits)
 
     def summary(self) -> dict[str, Any]:
         return {"id": str(self.id), "name": self.name, "currency": self.currency,

@@ -24,7 +24,6 @@ PUSHED = "pushed"
 SURRENDERED = "surrendered"
 FORFEITED = "forfeited"
 EVEN_MONEY = "even_money"
-OUTCOMES = (WON, LOST, PUSHED, SURRENDERED, FORFEITED, EVEN_MONEY)
 MAIN = "main"
 INSURANCE = "insurance"
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from ledger.cards import STANDARD_DECK, WILD, Card
 from ledger.plays import Play
-from ledger.strategy import basic_strategy, choose, take_even_money, take_insurance
+from ledger.strategy import basic_strategy, choose
 
 H, S, D, P, R = Play.HIT, Play.STAND, Play.DOUBLE, Play.SPLIT, Play.SURRENDER
 ALL = frozenset(Play)
@@ -241,11 +241,6 @@ def test_a_single_card_split_hand_hits() -> None:
 def test_against_a_wild_upcard_surrender_else_hit_toward_21() -> None:
     assert basic_strategy(hand("TS", "9H"), WILD, ALL) == R
     assert basic_strategy(hand("TS", "9H"), WILD, HIT_STAND) == H
-
-
-def test_never_insure_and_never_take_even_money() -> None:
-    assert take_insurance(hand("TS", "9H"), Card("AD")) is False
-    assert take_even_money(hand("AS", "KH"), Card("AD")) is False
 
 
 # Property: the answer is always legal
