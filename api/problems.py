@@ -250,7 +250,8 @@ def database_unavailable(detail: str) -> Response:
 
 
 def data_problem(error: DataError) -> Response:
-    # The database refused a value the request carried (a NUL character in a text, say).
+    # The database refused a value the request carried. A safety net: the schemas refuse the
+    # values known to do this (a NUL character in a text, a number out of range) first.
     logger.info("a request carried a value the database refuses: %s", error)
     return problem(422, "Invalid value", "A value in this request cannot be stored or compared "
                    "by the database (a NUL character, or a number out of range).",

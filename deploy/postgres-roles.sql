@@ -5,7 +5,8 @@
 --
 -- pitboss_owner   owns the schema and every table, trigger and function; nobody logs in
 --                 as it except to create or migrate tables (start the service once with
---                 this role and CREATE_TABLE=y, then never again).
+--                 this role and CREATE_TABLE=y, and once again after each upgrade: see
+--                 README's Upgrading).
 -- pitboss_service the API and the projection worker: may add events, only through the
 --                 ledger's insert function (which locks, chains and inserts with the owner's
 --                 rights), read them, and maintain the projection tables. It cannot INSERT,
