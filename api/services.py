@@ -112,16 +112,14 @@ def prepare_store(env: dict[str, str], shoe_key: bytes | None = None) -> int:
         head = ledger.recorder.max_notification_id() or 0
         problem = ledger.check_shoe_key() if shoe_key is not None else None
         recorder = ledger.recorder
-        missing = recorder.missing_indexes() if isinstance(recorder, LedgerRecorder) else []
+        missing = recorder.missing_indexes() if isinstance(recorder, LedgerRecorder) else {}
     finally:
         ledger.close()
-    if missing:
+    for index, otherwise in missing.items():
         # Tables an earlier version made, started by a role that makes no index: the checks
         # still answer, slower and (the round check) over the round's own accounts alone.
-        logger.warning("the event table lacks %s as this version makes them: round checks "
-                       "look at the round's own accounts alone, and both checks read more, "
-                       "until a start as the tables' owner makes them (README: Upgrading)",
-                       ", ".join(missing))
+        logger.warning("the event table lacks %s as this version makes it: %s, until a start "
+                       "as the tables' owner makes it (README: Upgrading)", index, otherwise)
     if problem is not None:
         raise ShoeKeyError(f"the shoe key does not open the newest live shoe ({problem}): "
                            "set PITBOSS_SHOE_KEY or PITBOSS_SHOE_KEY_FILE to the key this "

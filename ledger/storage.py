@@ -252,6 +252,13 @@ _INDEX_DEFINITIONS = {
     "accounts_opened": "(notification_id) WHERE topic = {opened_topic}",
 }
 _INDEXES = tuple(_INDEX_DEFINITIONS)
+# What answers otherwise until an index is made (said at a start that finds it missing).
+_WITHOUT_INDEX = {
+    "postings_by_round": "the round check looks at the round's own accounts alone and reads "
+                         "their whole histories",
+    "accounts_opened": "the balance check reads every event in its range to find the "
+                       "accounts opened",
+}
 # Indexes earlier versions made that this one neither makes nor reads: dropped by the
 # owner's start (each costs every append its upkeep).
 _RETIRED_INDEXES = ("foreign_topics", "spelt_otherwise")
@@ -343,9 +350,11 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             self._indexes_found.add(name)
         return name in self._indexes_found
 
-    def missing_indexes(self) -> list[str]:
-        """The qualified names of this version's indexes the event table does not have yet."""
-        return [self._indexes[name] for name in _INDEXES if not self.has_index(name)]
+    def missing_indexes(self) -> dict[str, str]:
+        """This version's indexes the event table does not have yet: each one's qualified name
+        and what answers otherwise until it is made."""
+        return {self._indexes[name]: _WITHOUT_INDEX[name] for name in _INDEXES
+                if not self.has_index(name)}
 
     def close(self) -> None:
         """Give the connections kept for appending back to the pool."""
