@@ -367,8 +367,9 @@ def db() -> None:
 @db.command("check")
 def db_check() -> None:
     """Resolve the database (starting the embedded one if it is stopped, but making none
-    where there is none) and run select 1."""
+    where there is none), check POSTGRES_SCHEMA as the service does, and run select 1."""
     settings = resolve_database(os.environ, existing=True)
+    ledger_env(settings, os.environ)  # a schema the service would refuse is no "ok"
     check_database(settings, timeout_s=settings.connect_timeout_s)
     click.echo(f"ok: {settings.masked()} (from {settings.source})")
 

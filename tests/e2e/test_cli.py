@@ -925,11 +925,12 @@ def test_a_schema_that_is_no_plain_name_is_refused_in_a_sentence(database, monke
     # a traceback; capitals name another schema unquoted than quoted.
     monkeypatch.setenv("DATABASE_URL", database.url())
     monkeypatch.setenv("POSTGRES_SCHEMA", schema)
-    result = CliRunner().invoke(main, ["positions"])
-    assert result.exit_code == 1, result.output
-    assert result.output == ("Error: POSTGRES_SCHEMA is a plain name: a lowercase letter or _, "
-                             "then up to 62 lowercase letters, digits or _, and no word "
-                             f"PostgreSQL reserves; not {schema!r}\n")
+    for argv in (["positions"], ["db", "check"]):  # db check said "ok" to a schema serve refuses
+        result = CliRunner().invoke(main, argv)
+        assert result.exit_code == 1, result.output
+        assert result.output == ("Error: POSTGRES_SCHEMA is a plain name: a lowercase letter or "
+                                 "_, then up to 62 lowercase letters, digits or _, and no word "
+                                 f"PostgreSQL reserves; not {schema!r}\n")
 
 
 def test_the_projection_worker_refuses_a_poll_interval_that_is_no_number(monkeypatch):
