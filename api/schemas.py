@@ -597,7 +597,10 @@ class RoundStateSchema(Out):
     legal = fields.List(fields.Nested(LegalSchema), required=True,
                         metadata={"description": "The decisions somebody may make now: a "
                                   "player's (player named), the dealer's (player empty), and "
-                                  "void, which only a manager may make."})
+                                  "void, which only a manager may make. Balances are not "
+                                  "looked at here (a terminal sees none): chips for a "
+                                  "double, a split, insurance or a match are checked when "
+                                  "the decision is made (R-M3)."})
     boxes = fields.List(fields.Nested(BoxSchema), required=True)
     dealer = fields.Nested(DealerSchema, required=True)
     turn = fields.Nested(TurnSchema, required=True, allow_none=True)
@@ -678,8 +681,10 @@ class BalanceAfterSchema(Out):
 class EntrySchema(EventSchema):
     balance = fields.Nested(BalanceAfterSchema, metadata={
         "description": "On an account's statement: its available and held chips after this "
-                       "entry (data's available_delta and held_delta are what the entry "
-                       "moved). Absent from a table's record."})
+                       "entry. What the entry moved is in data: amount for a buy-in (added to "
+                       "available) or a cash-out (taken from it), available_delta and "
+                       "held_delta for a round's posting; an account's opening moves "
+                       "nothing. Absent from a table's record."})
 
 
 class EntriesPageSchema(Out):
