@@ -117,7 +117,8 @@ class FullMatch(validate.Regexp):
 
 
 def currency() -> fields.String:
-    """A table's or an account's currency: EUR unless named."""
+    """A table's or an account's currency: EUR unless named. Its shape is checked here, the
+    code itself (ISO 4217) by the ledger."""
     return fields.String(load_default="EUR", validate=FullMatch(
         r"^[A-Z]{3}$", error="Not a currency: a three-letter ISO code in capitals, such as EUR."))
 

@@ -96,7 +96,7 @@ from ledger.errors import (
     TableOpen,
 )
 from ledger.money import HOUSE as HOUSE_KEY
-from ledger.money import Movement, movements, net_movements
+from ledger.money import CURRENCIES, Movement, movements, net_movements
 from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
@@ -1629,7 +1629,12 @@ def _check_reason(reason: str, rule: str) -> None:
 def _check_currency(currency: str) -> None:
     if not (isinstance(currency, str) and len(currency) == 3 and currency.isascii()
             and currency.isalpha() and currency.isupper()):
-        raise BetRefused("A currency is a three-letter ISO code such as EUR.", "R-M1")
+        raise BetRefused("A currency is a three-letter ISO code such as EUR.", "R-M1",
+                         field="currency")
+    if currency not in CURRENCIES:
+        raise BetRefused(f"{currency} is no ISO 4217 currency code (a typo for one?); a "
+                         "table's or account's currency cannot be changed once opened.", "R-M1",
+                         field="currency")
 
 
 def _page(limit: int) -> int:

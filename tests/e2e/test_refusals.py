@@ -742,6 +742,21 @@ def test_a_currency_not_written_as_one_is_refused_saying_how_to_write_it(http, r
         "Not a currency: a three-letter ISO code in capitals, such as EUR."]}
 
 
+@pytest.mark.parametrize(("role", "path", "body"), [
+    ("manager", "/tables", {"name": "T", "preset": "casino"}),
+    ("cashier", "/accounts", {"player": "ann"})])
+def test_a_currency_no_iso_code_names_is_refused_and_opens_nothing(http, role, path, body):
+    # An account opened in EUX (a typo for EUR) took chips that no table would take, and could
+    # neither be opened again in EUR nor change its currency.
+    problem = problem_of(http.post(path, {**body, "currency": "EUX"}, role=role), 422)
+    assert problem["rule"] == "R-M1"
+    assert problem["errors"] == {"currency": [
+        "EUX is no ISO 4217 currency code (a typo for one?); a table's or account's currency "
+        "cannot be changed once opened."]}
+    assert http.ok(http.post(path, {**body, "currency": "GBP"}, role=role), 201)[
+        "currency"] == "GBP"
+
+
 def test_a_kept_head_not_written_as_one_is_refused_saying_how_to_write_it(http):
     problem = problem_of(http.get("/audit/chain", expected_head="B" * 64), 422)
     assert problem["errors"] == {"expected_head": [
