@@ -95,8 +95,8 @@ from ledger.errors import (
     TableExists,
     TableOpen,
 )
-from ledger.money import HOUSE as HOUSE_KEY
 from ledger.money import CURRENCIES, Movement, movements, net_movements
+from ledger.money import HOUSE as HOUSE_KEY
 from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
