@@ -488,8 +488,19 @@ def test_a_start_waits_for_another_process_creating_the_tables_past_the_statemen
     GameLedger(env=env).close()  # the tables exist; a start still takes the creation lock
     with psycopg.connect(database.conninfo()) as other:
         other.execute("SELECT pg_advisory_xact_lock(%s)", (LedgerRecorder.CREATION_LOCK,))
-        threading.Timer(2.0, other.rollback).start()  # creating for 2 s
+        let_go = threading.Event()
+
+        def done_creating() -> None:
+            let_go.set()
+            other.rollback()
+
+        timer = threading.Timer(2.0, done_creating)  # creating for 2 s
+        timer.start()
         GameLedger(env={**env, STATEMENT_TIMEOUT: "1"}).close()  # waits, then starts
+        # Started only once the other let the lock go (not before, as without the lock; nor
+        # refused by the statement timeout, as while the wait counted against it).
+        assert let_go.is_set()
+        timer.join()
 
 
 def _snapshotted(app: GameLedger) -> SnapshotRecorder:
