@@ -188,20 +188,16 @@ def page_limit(default: int, maximum: int = PAGE_SIZE_MAX) -> QueryWholeNumber:
 # --- headers ---------------------------------------------------------------------------------
 
 
-def _visible_ascii(value: str) -> str:
+def _one_visible_key(value: str) -> str:
+    # Two Idempotency-Key headers reach the app as one, joined by a comma (and a space, under
+    # some servers): a new key that a retry with either would not match.
+    if "," in value:
+        raise ValidationError("An Idempotency-Key holds no comma; send one key, once.")
     # HTTP carries header values as bytes that servers decode differently (gunicorn as
     # Latin-1): a key outside visible ASCII would be recorded garbled, or refused by chance.
     if not all("!" <= c <= "~" for c in value):
         raise ValidationError("An Idempotency-Key is visible ASCII characters only (letters, "
                               "digits, punctuation; no spaces), such as a UUID.")
-    return value
-
-
-def _one_key(value: str) -> str:
-    # Two Idempotency-Key headers reach the app as one, joined by a comma: a new key that a
-    # retry with either would not match.
-    if "," in value:
-        raise ValidationError("An Idempotency-Key holds no comma; send one key, once.")
     return value
 
 
@@ -212,7 +208,7 @@ class IdempotencyHeaderSchema(Schema):
     request_id = fields.String(
         data_key="Idempotency-Key",
         required=True,
-        validate=[validate.Length(1, REQUEST_ID_MAX_CHARS), _visible_ascii, _one_key],
+        validate=[validate.Length(1, REQUEST_ID_MAX_CHARS), _one_visible_key],
         metadata={"pattern": r"^[!-+\--~]+$",
                   "description": "The client's id of this request (R-M4): visible ASCII "
                   "characters without commas (a UUID, say). A "
