@@ -5,6 +5,7 @@ days the table was open without a round, nothing for days it was closed."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, time
@@ -14,6 +15,7 @@ from zoneinfo import ZoneInfo, available_timezones
 
 import pytest
 
+from ledger.errors import QueryRefused
 from ledger.rules import CASINO
 from projections.queries import ReadModels
 from projections.rebuild import rebuild
@@ -77,6 +79,14 @@ def reads(env: Env) -> Iterator[ReadModels]:
 
 def by_day(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {row["gaming_day"]: row for row in rows}
+
+
+def test_a_report_covers_366_days_and_no_more(week: Week, reads: ReadModels) -> None:
+    # 2024-03-10 to 2025-03-10, both included, span 366 days (29 February 2024 among them).
+    days = by_day(reads.table_day_report(week.table, date(2024, 3, 10), date(2025, 3, 10)))
+    assert days["2025-03-03"]["rounds_played"] == 1
+    with pytest.raises(QueryRefused, match=re.escape("A report covers at most 366 days.")):
+        reads.table_day_report(week.table, date(2024, 3, 9), date(2025, 3, 10))
 
 
 def test_rounds_either_side_of_the_day_start_fall_on_their_own_gaming_days(
