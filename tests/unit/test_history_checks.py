@@ -29,7 +29,7 @@ def _first(facts: Facts, kind: type[f.Fact]) -> int:
 
 def _changed(facts: Facts, kind: type[f.Fact], **changes: object) -> Facts:
     i = _first(facts, kind)
-    return [*facts[:i], dataclasses.replace(facts[i], **changes), *facts[i + 1:]]  # type: ignore[type-var]
+    return [*facts[:i], dataclasses.replace(facts[i], **changes), *facts[i + 1:]]
 
 
 def _doubled(facts: Facts, kind: type[f.Fact]) -> Facts:
