@@ -445,6 +445,21 @@ def test_a_co_bettor_keeps_his_stake_on_the_drawers_box_but_loses_his_own_box() 
     check_money(r, {"P1": 10, "P2": 10 - 10})
 
 
+def test_a_wild_card_drawn_in_play_forfeits_a_box_holding_one_from_the_deal() -> None:
+    # Two wild cards (a rule set of its own): P1's box 1 and P2's box 3 each hold one from the
+    # deal, and neither forfeits the other (R-W3). P2 then draws a third on box 4: R-W3's
+    # exemption is of the initial deal, so R-W2 forfeits every other live box, P1's wild 21
+    # on box 1 included. (RULES.md does not say so in as many words; this is its reading.)
+    rules = CASINO_WILD.evolve(name="two wild", wild_cards=2)
+    r = (Scripted(rules, "W 9S W 9D 8D 5C 8H 5D 8C W 7C").bet("P1", 1).bet("P1", 2)
+         .bet("P2", 3).bet("P2", 4).deal())
+    assert not [x for x in r.facts if isinstance(x, f.StakeForfeited)]
+    r.stand("P1", 2).hit("P2", 4)
+    forfeited = {(x.bettor, x.box, x.cause_box) for x in r.facts
+                 if isinstance(x, f.StakeForfeited)}
+    assert forfeited == {("P1", 1, 4), ("P1", 2, 4)}
+
+
 def test_a_wild_card_forfeits_the_split_and_doubled_stakes_of_an_earlier_box() -> None:
     # Box 1 splits 8,8: hand 0 draws 3 and doubles with a 9; hand 1 draws T and stands.
     # Box 2 (P2, T,4) then hits the wild card: all 30 of P1's stakes on box 1 go.
