@@ -120,7 +120,9 @@ def currency() -> fields.String:
     """A table's or an account's currency: EUR unless named. Its shape is checked here, the
     code itself (ISO 4217) by the ledger."""
     return fields.String(load_default="EUR", validate=FullMatch(
-        r"^[A-Z]{3}$", error="Not a currency: a three-letter ISO code in capitals, such as EUR."))
+        r"^[A-Z]{3}$", error="Not a currency: a three-letter ISO code in capitals, such as EUR."),
+        metadata={"description": "An ISO 4217 code with a minor unit, current or withdrawn "
+                  "since 2020 (EUR unless named); it cannot be changed once opened."})
 
 
 def printable(value: str) -> str:

@@ -213,7 +213,6 @@ class GameLedger(Application[UUID]):
                    limits: TableLimits | None = None, currency: str = "EUR") -> UUID:
         """Open a table under a rule set and its limits (R-S1, R-X15)."""
         _check_name("table name", name, "name")
-        _check_new_name("table name", name, "name")
         _check_currency(currency)
         _check_rule_set(rules)
         limits = limits or TableLimits()
@@ -222,6 +221,10 @@ class GameLedger(Application[UUID]):
                    "currency": currency}
 
         def body() -> tuple[Result, list[Aggregate]]:
+            # Checked once the request is found new: a repeat of one made before a check
+            # came in is answered, not refused.
+            _check_new_name("table name", name, "name")
+            _check_known_currency(currency)
             if self._exists(table_id):
                 raise TableExists(f"A table named '{name}' already exists.", field="name")
             table = Table._create(Table.Created, id=table_id, timestamp=self._clock(),
@@ -350,11 +353,12 @@ class GameLedger(Application[UUID]):
     def open_account(self, request_id: str, actor: str, player: str,
                      currency: str = "EUR") -> UUID:
         _check_name("player id", player, "player")
-        _check_new_name("player id", player, "player")
         _check_currency(currency)
         account_id = ids.account_id(player)
 
         def body() -> tuple[Result, list[Aggregate]]:
+            _check_new_name("player id", player, "player")  # as for a table, above
+            _check_known_currency(currency)
             if self._exists(account_id):
                 raise AccountExists(f"Player {player} already has an account.",
                                     field="player")  # a name taken: no rule, as a table's
@@ -1631,6 +1635,11 @@ def _check_currency(currency: str) -> None:
             and currency.isalpha() and currency.isupper()):
         raise BetRefused("A currency is a three-letter ISO code such as EUR.", "R-M1",
                          field="currency")
+
+
+def _check_known_currency(currency: str) -> None:
+    """Checked when a table or an account is opened in ``currency``: a typo would open one
+    whose currency cannot be changed (tables and accounts stored before keep theirs)."""
     if currency not in CURRENCIES:
         raise BetRefused(f"{currency} is no ISO 4217 currency code (a typo for one?); a "
                          "table's or account's currency cannot be changed once opened.", "R-M1",

@@ -41,6 +41,7 @@ from ledger.errors import (
     TableExists,
     TableOpen,
 )
+from ledger.money import CURRENCIES
 from ledger.rules import CASINO, CASINO_WILD, WILD21, TableLimits
 from ledger.sealing import ShoeSealer
 from ledger.shoe import verify_commitment
@@ -174,6 +175,22 @@ def test_a_repeated_request_returns_the_first_result_and_moves_no_money(
                         RequestIdReused, "R-M4")
     assert "by another key holder" in str(refused)
     assert app.balance("P2")["available"] == 1050
+
+
+def test_an_opening_repeated_after_a_check_came_in_is_answered_not_refused(
+        make_ledger: MakeLedger, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A table and an account opened in a code an earlier version took; a terminal's retry
+    # with the same request id, after the upgrade, was refused by the new check before its
+    # receipt was looked for.
+    app = make_ledger()
+    monkeypatch.setattr("ledger.application.CURRENCIES", CURRENCIES | {"ABC"})  # earlier
+    table = app.open_table("t-abc", "manager", "Old", CASINO, currency="ABC")
+    account = app.open_account("a-abc", "cashier", "old", currency="ABC")
+    monkeypatch.undo()  # this version
+    assert app.open_table("t-abc", "manager", "Old", CASINO, currency="ABC") == table
+    assert app.open_account("a-abc", "cashier", "old", currency="ABC") == account
+    unchanged(app, lambda: app.open_account("a-new", "cashier", "new", currency="ABC"),
+              BetRefused, "R-M1")
 
 
 def test_a_decision_naming_the_version_it_was_shown_acts_on_exactly_that_version(
