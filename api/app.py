@@ -176,12 +176,18 @@ def _database(app: Flask) -> DatabaseSettings:
     return settings
 
 
+def configured_schema(environ: Mapping[str, str]) -> str | None:
+    """POSTGRES_SCHEMA, checked (DatabaseConfigError), or None where it is not set."""
+    schema = environ.get("POSTGRES_SCHEMA", "").strip()
+    return check_schema_name(schema) if schema else None
+
+
 def ledger_env(settings: DatabaseSettings, environ: Mapping[str, str]) -> dict[str, str]:
     """The eventsourcing environment for the ledger and read models on ``settings``."""
     env = settings.eventsourcing_env()
-    schema = environ.get("POSTGRES_SCHEMA", "").strip()
-    if schema:
-        env["POSTGRES_SCHEMA"] = check_schema_name(schema)
+    schema = configured_schema(environ)
+    if schema is not None:
+        env["POSTGRES_SCHEMA"] = schema
     return env
 
 

@@ -29,7 +29,7 @@ from eventsourcing.persistence import OperationalError as PersistenceOperational
 from eventsourcing.persistence import ProgrammingError as PersistenceProgrammingError
 from eventsourcing.utils import strtobool
 
-from api.app import ledger_env
+from api.app import configured_schema, ledger_env
 from api.auth import (
     KEYS_MAX,
     ROLES,
@@ -368,8 +368,8 @@ def db() -> None:
 def db_check() -> None:
     """Resolve the database (starting the embedded one if it is stopped, but making none
     where there is none), check POSTGRES_SCHEMA as the service does, and run select 1."""
+    configured_schema(os.environ)  # one the service would refuse is no "ok" (nothing started)
     settings = resolve_database(os.environ, existing=True)
-    ledger_env(settings, os.environ)  # a schema the service would refuse is no "ok"
     check_database(settings, timeout_s=settings.connect_timeout_s)
     click.echo(f"ok: {settings.masked()} (from {settings.source})")
 
