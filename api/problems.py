@@ -8,9 +8,10 @@ of RULES.md a refusal enforces (or null); ``errors`` maps each offending field t
 
 Statuses: a ledger refusal is 422, a missing table, round, shoe or account 404, a lost race
 409 (look again and decide again), a round no longer at the version named in ``If-Match``
-412; a body or query that does not fit the schema 422, a
-malformed body or a missing ``Idempotency-Key`` 400; a value the database refuses (a NUL
-character) 422; no or a wrong API key 401, the wrong role 403; an unreachable database 503.
+412; a body or query that does not fit the schema 422, a malformed body or a missing
+``Idempotency-Key`` 400; a value the database refuses that got past the schemas 422 (a safety
+net: the schemas refuse a NUL character first); no or a wrong API key 401, the wrong role 403;
+an unreachable database 503.
 A broken invariant of the ledger is the one 500: it is a defect, logged with its traceback,
 and never the answer to any input.
 """
@@ -254,8 +255,7 @@ def data_problem(error: DataError) -> Response:
     # values known to do this (a NUL character in a text, a number out of range) first.
     logger.info("a request carried a value the database refuses: %s", error)
     return problem(422, "Invalid value", "A value in this request cannot be stored or compared "
-                   "by the database (a NUL character, or a number out of range).",
-                   error="InvalidValue")
+                   "by the database.", error="InvalidValue")
 
 
 def register_problem_handlers(app: Flask) -> None:

@@ -174,7 +174,7 @@ def available(desk: Desk) -> int:
 @pytest.mark.parametrize("joined", ["dup-a,dup-b", "dup-a, dup-b"])
 def test_two_idempotency_keys_in_one_request_are_400_and_move_nothing(desk, joined):
     # Two headers reach the app joined by a comma: gunicorn joins them bare ("dup-a,dup-b"),
-    # werkzeug's test client with a space (refused as no visible ASCII first).
+    # werkzeug's test client with a space; either is refused for the comma.
     before = available(desk)
     headers = [("Authorization", f"Bearer {KEYS['cashier']}"), ("Idempotency-Key", joined)]
     response = desk.http.client.post("/accounts/P1/buy-in", json={"amount": 5},
