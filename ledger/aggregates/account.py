@@ -119,7 +119,10 @@ class Account(Aggregate):
             # Said at the table, to a dealer who may not read balances: no balance in it.
             raise InsufficientChips(f"{self.owner} has fewer chips available than the "
                                     f"{-available_delta} this needs.", "R-M3")
-        if self.held + held_delta < 0 or (self.kind == HOUSE and held_delta):
+        if self.kind == HOUSE and held_delta:
+            raise InvariantBroken(f"a posting would hold chips on house account {self.owner}, "
+                                  "which holds none")
+        if self.held + held_delta < 0:
             raise InvariantBroken(f"a posting would release chips {self.owner} does not hold")
         self.trigger_event(self.Posted, round_id=round_id, held_delta=held_delta,
                            available_delta=available_delta, memo=memo, actor=actor,

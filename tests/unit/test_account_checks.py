@@ -45,11 +45,15 @@ def test_a_posting_that_overdraws_a_player_is_refused_and_records_nothing() -> N
     assert (player.available, player.held, player.version) == (100, 0, 2)
 
 
-@pytest.mark.parametrize(("kind", "held_delta"), [(PLAYER, -1), (HOUSE, 5), (HOUSE, -5)])
+@pytest.mark.parametrize(("kind", "held_delta", "said"), [
+    (PLAYER, -1, "would release chips P1 does not hold"),
+    (HOUSE, 5, "would hold chips on house account P1"),
+    (HOUSE, -5, "would hold chips on house account P1"),
+])
 def test_a_posting_releasing_chips_not_held_or_holding_on_the_house_is_refused(
-        kind: str, held_delta: int) -> None:
+        kind: str, held_delta: int, said: str) -> None:
     account = _account(kind, 100)
-    with pytest.raises(InvariantBroken, match="would release chips P1 does not hold"):
+    with pytest.raises(InvariantBroken, match=said):
         account.post(ROUND, held_delta, -held_delta, "", "dealer", "r-3", NOW)
     assert account.version == 2
 
