@@ -118,8 +118,9 @@ def prepare_store(env: dict[str, str], shoe_key: bytes | None = None) -> int:
     for index, otherwise in missing.items():
         # Tables an earlier version made, started by a role that makes no index: the checks
         # still answer, slower and (the round check) over the round's own accounts alone.
-        logger.warning("the event table lacks %s as this version makes it: %s, until a start "
-                       "as the tables' owner makes it (README: Upgrading)", index, otherwise)
+        logger.warning("the event table lacks %s as this version makes it (missing, or made "
+                       "by an earlier version, without its mark): %s, until a start as the "
+                       "tables' owner makes it (README: Upgrading)", index, otherwise)
     if problem is not None:
         raise ShoeKeyError(f"the shoe key does not open the newest live shoe ({problem}): "
                            "set PITBOSS_SHOE_KEY or PITBOSS_SHOE_KEY_FILE to the key this "

@@ -44,7 +44,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, ClassVar, ParamSpec, TypeVar, cast
+from typing import Any, ClassVar, NamedTuple, ParamSpec, TypeVar, cast
 from uuid import UUID
 
 import psycopg
@@ -240,25 +240,30 @@ class SnapshotRecorder(_CreatesTablesOneAtATime, PostgresAggregateRecorder):
                 if self._readable(s) is None]
 
 
-# This version's indexes of the event table, by name: their definitions (formatted with the
-# recorder's names). Each is marked with a digest of its definition (its comment), so that an
-# index of the same name made by a version that defined it otherwise is made again.
+class _Index(NamedTuple):
+    definition: str  # formatted with the recorder's names
+    otherwise: str  # what answers until it is made (said at a start that finds it missing)
+
+
+# This version's indexes of the event table, by name. Each is marked with a digest of its
+# definition (its comment), so that an index of the same name made by a version that defined
+# it otherwise is made again.
 _INDEX_DEFINITIONS = {
     # The round check's postings naming a round, found without reading its players' whole
     # histories (with 200,000 entries among them a check took a second, growing with them):
     # postings by the round they name (NULL: spelt otherwise).
-    "postings_by_round": "(({posting_round})) WHERE topic = {posted_topic}",
-    # The balance check's accounts opened, found without reading the whole log.
-    "accounts_opened": "(notification_id) WHERE topic = {opened_topic}",
+    "postings_by_round": _Index(
+        "(({posting_round})) WHERE topic = {posted_topic}",
+        "the round check looks at the round's own accounts alone and reads their whole "
+        "histories"),
+    # The balance check's accounts opened, found without reading the whole log. (Its query
+    # is the same either way: an unmarked index of the same definition serves it.)
+    "accounts_opened": _Index(
+        "(notification_id) WHERE topic = {opened_topic}",
+        "the balance check reads every event in its range to find the accounts opened, "
+        "unless an index an earlier version made serves it"),
 }
 _INDEXES = tuple(_INDEX_DEFINITIONS)
-# What answers otherwise until an index is made (said at a start that finds it missing).
-_WITHOUT_INDEX = {
-    "postings_by_round": "the round check looks at the round's own accounts alone and reads "
-                         "their whole histories",
-    "accounts_opened": "the balance check reads every event in its range to find the "
-                       "accounts opened",
-}
 # Indexes earlier versions made that this one neither makes nor reads: dropped by the
 # owner's start (each costs every append its upkeep).
 _RETIRED_INDEXES = ("foreign_topics", "spelt_otherwise")
@@ -304,8 +309,8 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             "opened_topic": literal(Account.Created.TOPIC),
             **{f"retired_{name}": literal(index(name)) for name in _RETIRED_INDEXES},
         }
-        marks = {name: _index_mark(definition.format(**names))
-                 for name, definition in _INDEX_DEFINITIONS.items()}
+        marks = {name: _index_mark(made.definition.format(**names))
+                 for name, made in _INDEX_DEFINITIONS.items()}
         names.update({f"{name}_mark": literal(mark) for name, mark in marks.items()})
         self._append = _Append(f"{names['schema']}.{names['insert']}")
         # The library's CREATE UNIQUE INDEX IF NOT EXISTS locks the event table against
@@ -353,8 +358,8 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
     def missing_indexes(self) -> dict[str, str]:
         """This version's indexes the event table does not have yet: each one's qualified name
         and what answers otherwise until it is made."""
-        return {self._indexes[name]: _WITHOUT_INDEX[name] for name in _INDEXES
-                if not self.has_index(name)}
+        return {self._indexes[name]: made.otherwise
+                for name, made in _INDEX_DEFINITIONS.items() if not self.has_index(name)}
 
     def close(self) -> None:
         """Give the connections kept for appending back to the pool."""
@@ -851,7 +856,7 @@ _STATEMENTS = (
        END $$""",
     # It runs with its owner's rights: only roles granted EXECUTE may append.
     "REVOKE ALL ON FUNCTION {schema}.{insert}(uuid[], bigint[], text[], bytea[]) FROM PUBLIC",
-    *(_index(name, definition) for name, definition in _INDEX_DEFINITIONS.items()),
+    *(_index(name, made.definition) for name, made in _INDEX_DEFINITIONS.items()),
     *("DO $$ BEGIN IF to_regclass({retired_" + name + "}) IS NOT NULL THEN EXECUTE "
       "'DROP INDEX ' || to_regclass({retired_" + name + "}); END IF; END $$"
       for name in _RETIRED_INDEXES),
