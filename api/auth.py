@@ -31,6 +31,8 @@ from typing import Any, Final, TypeVar, cast
 from flask import current_app, g, request
 from werkzeug.exceptions import Forbidden, Unauthorized
 
+from api.secrets_files import untrusted
+
 logger = logging.getLogger("pitboss.auth")
 
 DEALER: Final = "dealer"
@@ -92,10 +94,15 @@ def hash_key(key: str) -> str:
 
 
 def _read_text(path: Path) -> str:
+    """The key file's text, once it is known that nobody else could have written it."""
     try:
-        return path.read_text(encoding="utf-8")
+        why = untrusted(path, path.stat())
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise KeyConfigError(f"{path} cannot be read as UTF-8 text: {exc}") from None
+    if why is not None:
+        raise KeyConfigError(f"the key file is not trusted: {why}")
+    return text
 
 
 def read_keys(path: Path, *, most: int | None = KEYS_MAX) -> list[ApiKey]:
@@ -111,10 +118,37 @@ def parse_keys(text: str, *, source: str, most: int | None = KEYS_MAX) -> list[A
 
 def _keys_from(records: list[Any], source: str) -> list[ApiKey]:
     keys = [_key_from(item, source) for item in records]
-    duplicates = sorted(n for n, times in Counter(k.name for k in keys).items() if times > 1)
-    if duplicates:
-        raise KeyConfigError(f"{source} names {', '.join(duplicates)} more than once")
+    _one_holder_each(keys, source)
     return keys
+
+
+def _one_holder_each(keys: Sequence[ApiKey], source: str) -> None:
+    """Each name is one key holder's, and each key one holder's: the events name the holder,
+    and a name or key held twice would record one holder's acts as the other's (a revocation
+    of the one leaving the other working)."""
+    names = sorted(n for n, times in Counter(k.name for k in keys).items() if times > 1)
+    if names:
+        raise KeyConfigError(f"{source} names {', '.join(names)} more than once")
+    holders: dict[str, list[str]] = {}
+    for key in keys:
+        holders.setdefault(key.key_hash, []).append(key.name)
+    shared = [sorted(named) for named in holders.values() if len(named) > 1]
+    if shared:
+        raise KeyConfigError(f"{source} holds one key under several names: "
+                             f"{', '.join(shared[0])}")
+
+
+def _members_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in members:
+            raise _RepeatedMember(name)
+        members[name] = value
+    return members
+
+
+class _RepeatedMember(ValueError):
+    """A key record that gives a member twice (read as its last value, silently)."""
 
 
 def _parse_records(text: str, *, source: str, most: int | None = KEYS_MAX) -> list[Any]:
@@ -126,19 +160,21 @@ def _parse_records(text: str, *, source: str, most: int | None = KEYS_MAX) -> li
     items: Any
     try:
         if stripped.startswith("["):
-            items = json.loads(stripped)
+            items = json.loads(stripped, object_pairs_hook=_members_once)
         else:
             items = []
             for number, line in enumerate(text.splitlines(), 1):  # each line read alone
                 if line.strip():
                     try:
-                        items.append(json.loads(line))
+                        items.append(json.loads(line, object_pairs_hook=_members_once))
                     except json.JSONDecodeError as exc:  # (its line is 1: say the file's)
                         raise KeyConfigError(f"{source} is not JSON lines or a JSON list: "
                                              f"{exc.msg} (line {number})") from None
     except json.JSONDecodeError as exc:
         raise KeyConfigError(f"{source} is not JSON lines or a JSON list: {exc.msg} "
                              f"(line {exc.lineno})") from None
+    except _RepeatedMember as exc:
+        raise KeyConfigError(f"{source}: a key gives {exc.args[0]!r} more than once") from None
     except (RecursionError, ValueError):  # nested too deeply, a number too long to read
         raise KeyConfigError(f"{source} is not JSON lines or a JSON list of keys") from None
     if not isinstance(items, list):
@@ -270,7 +306,10 @@ class KeyRing:
         with self._lock:
             try:
                 text = _read_text(self._path) if stamp != missing else ""
-                self._from_file = parse_keys(text, source=str(self._path))
+                from_file = parse_keys(text, source=str(self._path))
+                _one_holder_each([*self._static, *from_file],
+                                 f"PITBOSS_KEYS and {self._path} together")
+                self._from_file = from_file
                 self._by_hash = self._index()
             except KeyConfigError as exc:
                 if self._stamp is None:

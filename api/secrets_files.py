@@ -52,6 +52,19 @@ def shoe_key_file(environ: Mapping[str, str]) -> Path:
     return Path(environ.get("PITBOSS_SHOE_KEY_FILE", "").strip() or var_dir(environ) / "shoe.key")
 
 
+def untrusted(path: Path, info: os.stat_result) -> str | None:
+    """Why a file of secrets (the shoe key, the API keys) cannot be trusted, or None: a user
+    other than this service's (or root) owns it, or other users may write it; either could put
+    a key of their own in it."""
+    if info.st_uid not in (os.geteuid(), 0):
+        return (f"{path} belongs to user {info.st_uid}, neither the user this service runs as "
+                "nor root")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return (f"{path} may be written by other users (mode {stat.S_IMODE(info.st_mode):o}): "
+                "chmod go-w it")
+    return None
+
+
 def parse_shoe_key(text: str, *, source: str) -> bytes:
     text = text.strip()
     try:
@@ -84,13 +97,16 @@ def load_shoe_key(environ: Mapping[str, str] = os.environ) -> bytes:
 
 def _read(path: Path) -> bytes:
     try:
-        mode = path.stat().st_mode
+        info = path.stat()
         text = path.read_text()
     except OSError as exc:
         raise ShoeKeyError(f"the shoe key file {path} cannot be read: {exc.strerror}") from None
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+    why = untrusted(path, info)
+    if why is not None:
+        raise ShoeKeyError(f"the shoe key file is not trusted: {why}")
+    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         logger.warning("the shoe key file %s is readable by others (mode %o); chmod 600 it",
-                       path, stat.S_IMODE(mode))
+                       path, stat.S_IMODE(info.st_mode))
     return parse_shoe_key(text, source=str(path))
 
 

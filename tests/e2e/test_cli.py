@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import socket
 import stat
@@ -213,6 +214,12 @@ def test_a_malformed_line_of_a_key_file_is_named_by_its_number() -> None:
     "[" * 100_000,
     '{"name": "a", "role": "dealer", "key_hash": "' + "0" * 64 + '"}\n'
     '{"name": "a", "role": "auditor", "key_hash": "' + "1" * 64 + '"}',
+    # One key under two names: the later one won, and revoking it made the key the other's.
+    '{"name": "a", "role": "auditor", "key_hash": "' + "0" * 64 + '"}\n'
+    '{"name": "b", "role": "manager", "key_hash": "' + "0" * 64 + '"}',
+    # A member given twice was read as its last value: an auditor's record made a manager.
+    '{"name": "a", "role": "auditor", "role": "manager", "key_hash": "' + "0" * 64 + '"}',
+    '[{"name": "a", "role": "auditor", "role": "manager", "key_hash": "' + "0" * 64 + '"}]',
 ])
 def test_a_malformed_key_file_is_refused_with_a_reason(text):
     # Naming the file it was read from (a bad role or key_hash did not).
@@ -228,6 +235,50 @@ def test_keys_may_come_from_the_environment(tmp_path):
     assert (found.name, found.role) == ("eve", "manager")
     assert ring.find("pbk_x") is None
     assert KeyRing().find("anything") is None
+
+
+def test_one_holder_named_both_in_the_environment_and_the_file_is_refused(tmp_path):
+    # alice in both, with other roles: the events named one actor for two holders, and
+    # `keys revoke --name alice` left the environment's key working.
+    path = tmp_path / "keys.jsonl"
+    CliRunner().invoke(main, ["keys", "create", "--name", "alice", "--role", "auditor",
+                              "--file", str(path)])
+    inline = json.dumps([{"name": "alice", "role": "manager", "key_hash": hash_key("pbk_a")}])
+    with pytest.raises(KeyConfigError, match=f"^PITBOSS_KEYS and {re.escape(str(path))} "
+                                             "together names alice more than once$"):
+        keyring_from({"PITBOSS_KEYS": inline, "PITBOSS_KEYS_FILE": str(path)}, path)
+
+
+def test_a_key_file_others_may_write_is_refused_and_its_new_keys_not_taken(tmp_path):
+    # Anyone who may write the file may add a manager's key of their own.
+    path = tmp_path / "keys.jsonl"
+    key = append_key(path, "ann", "cashier")
+    env = {"PITBOSS_KEYS_FILE": str(path)}
+    ring = keyring_from(env, path)
+    path.chmod(0o666)
+    with path.open("a") as keys:
+        keys.write(json.dumps({"name": "intruder", "role": "manager",
+                               "key_hash": hash_key("pbk_intruder")}) + "\n")
+    assert ring.find("pbk_intruder") is None  # running: it keeps the keys it had
+    assert ring.find(key) is not None
+    with pytest.raises(KeyConfigError, match=r"^the key file is not trusted: .* may be written "
+                                             r"by other users \(mode 666\): chmod go-w it$"):
+        keyring_from(env, path)  # starting
+
+
+def test_a_shoe_key_file_others_may_write_or_another_user_owns_is_refused(tmp_path):
+    path = tmp_path / "shoe.key"
+    load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)})
+    path.chmod(0o620)
+    with pytest.raises(ShoeKeyError, match=r"may be written by other users \(mode 620\)"):
+        load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)})
+    path.chmod(0o600)
+    if os.geteuid() != 0:
+        return  # only root can give the file away
+    os.chown(path, 65534, -1)
+    with pytest.raises(ShoeKeyError, match="belongs to user 65534, neither the user this "
+                                           "service runs as nor root"):
+        load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)})
 
 
 def test_the_shoe_key_file_is_created_once_with_mode_600(tmp_path):
