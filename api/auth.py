@@ -379,12 +379,19 @@ def requires(*roles: str) -> Callable[[F], F]:
         @wraps(view)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             ring: KeyRing = current_app.extensions["pitboss.keys"]
-            key = ring.find(_bearer_token())
+            presented = _bearer_token()
+            key = ring.find(presented)
+            # A refused request records no event: the log says who tried (the access log
+            # names no one), a key no holder has by its hash's start (a revoked key's, say).
             if key is None:
+                logger.warning("refused %s %s: a key no holder has (sha256 %s…)",
+                               request.method, request.path, hash_key(presented)[:12])
                 raise _unauthorized("The API key is not valid.")
             if key.role not in roles:
                 needed = (roles[0] if len(roles) == 1 else
                           f"{', '.join(roles[:-1])} or {roles[-1]}")
+                logger.warning("refused %s %s to %s (%s): it needs the %s role",
+                               request.method, request.path, key.name, key.role, needed)
                 raise Forbidden(f"The {key.role} role may not do this; it needs the {needed} "
                                 f"role.")
             g.principal = Principal(name=key.name, role=key.role)

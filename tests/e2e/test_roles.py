@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from pathlib import Path
 
 import pytest
 
-from api.auth import ROLES
-from tests.e2e.conftest import Http, problem_of
+from api.auth import ROLES, hash_key
+from tests.e2e.conftest import NAMES, Http, problem_of
 from tests.e2e.routes import MUTATING, fill, routes
 
 D, C, M, A = "dealer", "cashier", "manager", "auditor"
@@ -94,6 +95,20 @@ def test_every_route_admits_exactly_its_roles(app, role):
             needed = body["detail"].split("; it needs the ")[1].removesuffix(" role.")
             assert sorted(needed.replace(" or ", ", ").split(", ")) == sorted(roles), needed
             assert needed.count(" or ") == (len(roles) > 1), needed
+
+
+def test_a_refused_request_is_logged_naming_who_tried(http, caplog):
+    # A refused request records no event, and the access log names no one: a dealer trying a
+    # manager's void, or a revoked key, left no trace of who it was.
+    round_id = uuid.uuid4()
+    with caplog.at_level(logging.WARNING, logger="pitboss.auth"):
+        problem_of(http.post(f"/rounds/{round_id}/void", {"reason": "x"}, role="dealer"), 403)
+        problem_of(http.request("GET", "/whoami", role=None,
+                                headers={"Authorization": "Bearer pbk_revoked"}), 401)
+    assert [r.getMessage() for r in caplog.records if r.name == "pitboss.auth"] == [
+        f"refused POST /rounds/{round_id}/void to {NAMES['dealer']} (dealer): it needs the "
+        "manager role",
+        f"refused GET /whoami: a key no holder has (sha256 {hash_key('pbk_revoked')[:12]}…)"]
 
 
 def test_views_carry_the_roles_of_the_table(app):
