@@ -616,7 +616,7 @@ _URL = click.option("--url", default="http://127.0.0.1:8000", envvar="PITBOSS_UR
 @click.option("--key", "api_keys", multiple=True, envvar="PITBOSS_API_KEYS", show_envvar=True,
               required=True,
               help="a dealer's and a cashier's key (give --key twice; or PITBOSS_API_KEYS, "
-              "space-separated)")
+              "space-separated, which the process list does not show)")
 def simulate(tables: int, rounds: int, preset: str, url: str, api_keys: tuple[str, ...]) -> None:
     """Play rounds through the HTTP API: basic-strategy players, one terminal per table."""
     stop = threading.Event()
@@ -701,7 +701,8 @@ def run_simulation(url: str, api_keys: list[str], *, tables: int, rounds: int, p
 @click.option("--url", default=None, show_envvar=True, envvar="PITBOSS_URL", callback=_api_url,
               help="read the replay from this API (with --key) instead of the database")
 @click.option("--key", "api_key", default=None, show_envvar=True, envvar="PITBOSS_API_KEY",
-              help="an auditor's or a manager's key, with --url")
+              help="an auditor's or a manager's key, with --url (PITBOSS_API_KEY, which the "
+              "process list does not show)")
 def replay(round_id: UUID, url: str | None, api_key: str | None) -> None:
     """Print a round step by step: every event, by whom and when, and the table after each card.
 
