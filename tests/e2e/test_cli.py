@@ -662,6 +662,16 @@ def test_simulate_left_at_once_by_a_second_ctrl_c_names_what_it_left_in_play(ser
                           re.M)) == 2, result.stdout
 
 
+def test_simulate_takes_its_keys_from_the_environment(served):
+    # As README shows it: keys on the command line are in the process list for all to see.
+    url, _ = served
+    result = CliRunner().invoke(main, ["simulate", "--tables", "1", "--rounds", "1", "--url",
+                                       url],
+                                env={"PITBOSS_API_KEYS": f"{KEYS['dealer']} {KEYS['cashier']}"})
+    assert result.exit_code == 0, result.output
+    assert ": 1 rounds, last " in result.stdout
+
+
 def test_simulate_needs_a_dealer_and_a_cashier_key(served):
     url, _ = served
     result = CliRunner().invoke(main, ["simulate", "--url", url, "--key", KEYS["auditor"]])
