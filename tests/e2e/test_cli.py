@@ -669,7 +669,7 @@ def test_simulate_takes_its_keys_from_the_environment(served):
                                        url],
                                 env={"PITBOSS_API_KEYS": f"{KEYS['dealer']} {KEYS['cashier']}"})
     assert result.exit_code == 0, result.output
-    assert ": 1 rounds, last " in result.stdout
+    assert ": 1 round, last " in result.stdout
 
 
 def test_simulate_needs_a_dealer_and_a_cashier_key(served):
