@@ -431,8 +431,17 @@ def rebuild(name: str, batch_size: int) -> None:
     env = _projection_env()
     stop = threading.Event()
     with _stopping_on_signals(stop):
-        report = rebuild_projection(env, name, batch_size=batch_size, stop=stop,
-                                    log=logging.getLogger("pitboss.projections"))
+        try:
+            report = rebuild_projection(env, name, batch_size=batch_size, stop=stop,
+                                        log=logging.getLogger("pitboss.projections"))
+        except InvariantBroken as exc:
+            # Events the ledger would never have written in that order: a finding, said so.
+            raise click.ClickException(
+                f"{name}: the rebuild stopped at events that do not add up ({exc}). They were "
+                "written around the ledger, or decided on a snapshot that was (whoever holds "
+                "the shoe key and the service's credentials can sign one), or the ledger has "
+                "a defect: walk the chain (pitboss chain) and read the account's statement"
+            ) from exc
     click.echo(f"{report['projection']}: {report['events_read']:,} events read in "
                f"{report['seconds']:.1f} s, now at notification {report['position']}"
                + ("" if report["swapped"] else "; stopped before the swap, live view kept"))

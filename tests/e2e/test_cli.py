@@ -1327,6 +1327,32 @@ def test_the_projection_worker_stops_cleanly_on_sigterm(database, postgres_env, 
         worker.stderr.close()
 
 
+def test_a_rebuild_that_meets_events_that_do_not_add_up_says_so_in_a_sentence(
+        make_app, database, monkeypatch):
+    # A cash-out of chips the account never had (as one decided on a forged snapshot would
+    # be): the rebuild ended in a traceback of the projection's internals.
+    from ledger.aggregates import ids
+    from ledger.aggregates.account import Account
+    from tests.faults import append_around_the_ledger
+
+    app = make_app()
+    ledger = app.extensions["pitboss"].ledger()
+    ledger.open_account("o", "cashier", "P9")
+    ledger.buy_in("b", "cashier", "P9", 50)
+    account = ledger.repository.get(ids.account_id("P9"))
+    append_around_the_ledger(ledger, Account.CashedOut(  # type: ignore[call-arg]
+        originator_id=account.id, originator_version=account.version + 1,
+        timestamp=account.modified_on, amount=1000, actor="cashier", request_id="forged"))
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", app.extensions["pitboss"].env["POSTGRES_SCHEMA"])
+    result = CliRunner().invoke(main, ["rebuild", "balances"])
+    assert result.exit_code == 1, result.output
+    assert re.fullmatch(r"Error: balances: the rebuild stopped at events that do not add up "
+                        r"\(account P9 \(.*\) would have available -950 and held 0 after "
+                        r"notification \d+ \(R-M3\)\)\. They were written around the "
+                        r"ledger, .* read the account's statement\n", result.output), result.output
+
+
 def test_rebuild_swaps_in_a_fresh_view_and_positions_show_no_lag(make_app, database,
                                                                   monkeypatch):
     app = make_app()
