@@ -47,7 +47,8 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
     "OPENAPI_JSON_PATH": "openapi.json",
     "OPENAPI_SWAGGER_UI_PATH": "docs",
     "OPENAPI_SWAGGER_UI_URL": "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/",
-    "OPENAPI_SWAGGER_UI_CONFIG": {"persistAuthorization": True},
+    # The key typed into /docs is forgotten with the page, not kept in the browser's storage.
+    "OPENAPI_SWAGGER_UI_CONFIG": {"persistAuthorization": False},
     "API_SPEC_OPTIONS": {
         "info": {
             "description": "An event-sourced game ledger for casino blackjack tables. Every "
@@ -121,6 +122,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     register_problem_handlers(app)
     _time_requests(app)
     _mark_repeats(app)
+    _kept_private(app)
     return app
 
 
@@ -152,6 +154,18 @@ def _time_requests(app: Flask) -> None:
         if started is not None:
             spent_ms = (time.perf_counter() - started) * 1e3
             response.headers["Server-Timing"] = f"app;dur={spent_ms:.2f}"
+        return response
+
+
+def _kept_private(app: Flask) -> None:
+    """Answers carry balances, rounds and keys' holders: no cache keeps them
+    (``Cache-Control: no-store``), and no browser reads one as another type than it says
+    (``X-Content-Type-Options: nosniff``)."""
+
+    @app.after_request
+    def private(response: Response) -> Response:
+        response.headers.setdefault("Cache-Control", "no-store")
+        response.headers["X-Content-Type-Options"] = "nosniff"
         return response
 
 

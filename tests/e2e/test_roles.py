@@ -97,6 +97,17 @@ def test_every_route_admits_exactly_its_roles(app, role):
             assert needed.count(" or ") == (len(roles) > 1), needed
 
 
+def test_no_answer_is_kept_by_a_cache_or_sniffed_as_another_type(app, http):
+    # Balances and rounds went out with no Cache-Control: a shared cache could keep them.
+    answers = [http.request(method, fill(rule, VALUES), role=None, json={})
+               for method, rule in routes(app)]
+    answers += [http.get(path, role="auditor") for path in ("/healthz", "/openapi.json",
+                                                             "/docs", "/whoami", "/nowhere")]
+    for answer in answers:
+        assert answer.headers["Cache-Control"] == "no-store", answer.request.path
+        assert answer.headers["X-Content-Type-Options"] == "nosniff", answer.request.path
+
+
 def test_a_refused_request_is_logged_naming_who_tried(http, caplog):
     # A refused request records no event, and the access log names no one: a dealer trying a
     # manager's void, or a revoked key, left no trace of who it was.
