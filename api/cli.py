@@ -36,6 +36,7 @@ from api.auth import (
     KeyConfigError,
     append_key,
     keyring_from,
+    parse_keys,
     read_keys,
     remove_keys,
 )
@@ -525,6 +526,9 @@ def keys() -> None:
 def keys_create(name: str, role: str, keys_file: Path | None) -> None:
     """Create a key: its hash goes to the key file, the key is printed once."""
     path = keys_file or default_keys_file(os.environ)
+    if name in _environment_holders():
+        # The server would refuse the file (one holder per name), keeping the keys it had.
+        raise click.ClickException(f"PITBOSS_KEYS already names {name}: choose another name")
     key = append_key(path, name, role)
     article = "an" if role[0] in "aeiou" else "a"
     click.echo(f"created {article} {role} key for {name} in {path}; it is shown only now:",
@@ -545,6 +549,8 @@ def keys_list(keys_file: Path | None) -> None:
                    "reads: revoke some (pitboss keys revoke)", err=True)
     for key in listed:
         click.echo(f"{key.name}\t{key.role}")
+    for name, role in _environment_holders().items():
+        click.echo(f"{name}\t{role}\t(PITBOSS_KEYS)")
 
 
 @keys.command("revoke")
@@ -558,7 +564,18 @@ def keys_revoke(name: tuple[str, ...], keys_file: Path | None) -> None:
     for holder in removed:
         click.echo(f"revoked {holder}")
     if missing:
-        raise click.ClickException(f"no key named {', '.join(missing)} in {path}")
+        elsewhere = sorted(set(missing) & set(_environment_holders()))
+        raise click.ClickException(
+            f"no key named {', '.join(missing)} in {path}"
+            + (f"; {', '.join(elsewhere)} in PITBOSS_KEYS, which the service's environment "
+               "sets: remove it there" if elsewhere else ""))
+
+
+def _environment_holders() -> dict[str, str]:
+    """The holders of the keys ``PITBOSS_KEYS`` gives here, with their roles."""
+    inline = os.environ.get("PITBOSS_KEYS", "").strip()
+    keys = parse_keys(inline, source="PITBOSS_KEYS") if inline else []
+    return {key.name: key.role for key in keys}
 
 
 # --- simulate and replay ---------------------------------------------------------------------

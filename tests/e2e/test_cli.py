@@ -249,6 +249,28 @@ def test_one_holder_named_both_in_the_environment_and_the_file_is_refused(tmp_pa
         keyring_from({"PITBOSS_KEYS": inline, "PITBOSS_KEYS_FILE": str(path)}, path)
 
 
+def test_keys_commands_know_the_holders_pitboss_keys_gives(tmp_path, monkeypatch):
+    # keys list showed only the file; keys create made a second alice, which the server then
+    # refused (keeping the keys it had); keys revoke said only "no key named alice".
+    path = tmp_path / "keys.jsonl"
+    monkeypatch.setenv("PITBOSS_KEYS", json.dumps(
+        [{"name": "alice", "role": "manager", "key_hash": hash_key("pbk_a")}]))
+    made = CliRunner().invoke(main, ["keys", "create", "--name", "bob", "--role", "auditor",
+                                     "--file", str(path)])
+    assert made.exit_code == 0, made.output
+    twice = CliRunner().invoke(main, ["keys", "create", "--name", "alice", "--role", "auditor",
+                                      "--file", str(path)])
+    assert (twice.exit_code, twice.output) == (
+        1, "Error: PITBOSS_KEYS already names alice: choose another name\n")
+    listed = CliRunner().invoke(main, ["keys", "list", "--file", str(path)])
+    assert listed.stdout == "bob\tauditor\nalice\tmanager\t(PITBOSS_KEYS)\n"
+    revoked = CliRunner().invoke(main, ["keys", "revoke", "--name", "alice", "--file",
+                                        str(path)])
+    assert revoked.exit_code == 1
+    assert revoked.output == (f"Error: no key named alice in {path}; alice in PITBOSS_KEYS, "
+                              "which the service's environment sets: remove it there\n")
+
+
 def test_a_key_file_others_may_write_is_refused_and_its_new_keys_not_taken(tmp_path):
     # Anyone who may write the file may add a manager's key of their own.
     path = tmp_path / "keys.jsonl"
