@@ -272,7 +272,7 @@ class KeyRing:
     def __init__(self, keys: Sequence[ApiKey] = (), *, path: Path | None = None) -> None:
         self._static = list(keys)
         self._path = path
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, int, int, int] | None = None
         self._from_file: list[ApiKey] = []
         self._by_hash = self._index()
         self._lock = threading.Lock()
@@ -289,11 +289,13 @@ class KeyRing:
     def _reload(self) -> None:
         if self._path is None:
             return
-        missing = (0, 0, 0)
+        missing = (0, 0, 0, 0)
         try:
             info = self._path.stat()
-            # The inode too: an edit replaces the file, possibly within one mtime tick.
-            stamp = (info.st_ino, info.st_mtime_ns, info.st_size)
+            # The inode too: an edit replaces the file, possibly within one mtime tick; and the
+            # change time, which a chmod or chown moves (a file refused as others may write it
+            # is read again once that is mended).
+            stamp = (info.st_ino, info.st_mtime_ns, info.st_size, info.st_ctime_ns)
         except FileNotFoundError:
             stamp = missing
         except OSError as exc:  # a symlink loop, a directory not searchable …
@@ -381,20 +383,17 @@ def requires(*roles: str) -> Callable[[F], F]:
             ring: KeyRing = current_app.extensions["pitboss.keys"]
             presented = _bearer_token()
             key = ring.find(presented)
-            # A refused request records no event: the log says who tried (the access log
-            # names no one), a key no holder has by its hash's start (a revoked key's, say).
             if key is None:
-                logger.warning("refused %s %s: a key no holder has (sha256 %s…)",
-                               request.method, request.path, hash_key(presented)[:12])
+                # For the log of refusals (api.problems): a key no holder has, as a revoked
+                # one, by the start of its hash.
+                g.refused_key = hash_key(presented)[:12]
                 raise _unauthorized("The API key is not valid.")
+            g.principal = Principal(name=key.name, role=key.role)
             if key.role not in roles:
                 needed = (roles[0] if len(roles) == 1 else
                           f"{', '.join(roles[:-1])} or {roles[-1]}")
-                logger.warning("refused %s %s to %s (%s): it needs the %s role",
-                               request.method, request.path, key.name, key.role, needed)
                 raise Forbidden(f"The {key.role} role may not do this; it needs the {needed} "
                                 f"role.")
-            g.principal = Principal(name=key.name, role=key.role)
             return view(*args, **kwargs)
 
         return cast(F, guarded)

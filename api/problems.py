@@ -30,7 +30,7 @@ from eventsourcing.persistence import (
     OperationalError,
     PersistenceError,
 )
-from flask import Flask, Response, current_app, jsonify
+from flask import Flask, Response, current_app, g, jsonify, request
 from marshmallow import Schema, fields
 from werkzeug.exceptions import HTTPException
 
@@ -38,6 +38,7 @@ from api.schemas import RULING_MOVES_CHIPS
 from ledger.errors import InvariantBroken, LedgerError
 
 logger = logging.getLogger("pitboss.api")
+refusals = logging.getLogger("pitboss.auth")
 
 PROBLEM_JSON: Final = "application/problem+json"
 STATUS_BY_KIND: Final = {"refused": 422, "not_found": 404, "conflict": 409, "stale": 412}
@@ -95,6 +96,19 @@ def problem(
     return response
 
 
+def _log_refusal(detail: str) -> None:
+    """A refused request records no event, and the access log names no one: say who tried
+    (the key's holder, or the start of the hash of a key no holder has). The path is quoted:
+    decoded, it may hold a line break, which would write a line of the caller's own."""
+    who = g.get("principal")
+    if who is not None:
+        refusals.warning("refused %s %r to %s (%s): %s", request.method, request.path,
+                         who.name, who.role, detail)
+    elif g.get("refused_key") is not None:
+        refusals.warning("refused %s %r: a key no holder has (sha256 %s…)", request.method,
+                         request.path, g.refused_key)
+
+
 def http_exception_problem(error: HTTPException) -> Response:
     """Any HTTP error (400, 401, 404, 405, 413, 422, 500 …) as problem details."""
     status = error.code or 500
@@ -121,6 +135,7 @@ def http_exception_problem(error: HTTPException) -> Response:
     if status in (401, 403):
         # Both are about the key sent in the Authorization header: name it as the field.
         extensions["errors"] = {"Authorization": [error.description or error.name]}
+        _log_refusal(error.description or error.name)
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
     if status == 503:
