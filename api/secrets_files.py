@@ -54,14 +54,18 @@ def shoe_key_file(environ: Mapping[str, str]) -> Path:
 
 def untrusted(path: Path, info: os.stat_result) -> str | None:
     """Why a file of secrets (the shoe key, the API keys) cannot be trusted, or None: a user
-    other than this service's (or root) owns it, or other users may write it; either could put
-    a key of their own in it."""
+    other than this service's (or root) owns it, or users outside the service's own groups
+    may write it; either could put a key of their own in it. (Group-writable is taken from a
+    group of the service's user: a private group under umask 002, a volume's fsGroup.)"""
+    mode = stat.S_IMODE(info.st_mode)
     if info.st_uid not in (os.geteuid(), 0):
         return (f"{path} belongs to user {info.st_uid}, neither the user this service runs as "
-                "nor root")
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return (f"{path} may be written by other users (mode {stat.S_IMODE(info.st_mode):o}): "
-                "chmod go-w it")
+                "nor root: chown it to one of them")
+    if mode & stat.S_IWOTH:
+        return f"{path} may be written by any user (mode {mode:o}): chmod o-w it"
+    if mode & stat.S_IWGRP and info.st_gid not in {os.getegid(), *os.getgroups()}:
+        return (f"{path} may be written by group {info.st_gid}, which the user this service "
+                f"runs as is not in (mode {mode:o}): chmod g-w it")
     return None
 
 
@@ -105,8 +109,8 @@ def _read(path: Path) -> bytes:
     if why is not None:
         raise ShoeKeyError(f"the shoe key file is not trusted: {why}")
     if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        logger.warning("the shoe key file %s is readable by others (mode %o); chmod 600 it",
-                       path, stat.S_IMODE(info.st_mode))
+        logger.warning("the shoe key file %s is readable by others (mode %o): let only the "
+                       "user this service runs as read it", path, stat.S_IMODE(info.st_mode))
     return parse_shoe_key(text, source=str(path))
 
 

@@ -277,29 +277,51 @@ def test_a_key_file_others_may_write_is_refused_and_its_new_keys_not_taken(tmp_p
     key = append_key(path, "ann", "cashier")
     env = {"PITBOSS_KEYS_FILE": str(path)}
     ring = keyring_from(env, path)
-    path.chmod(0o666)
+    path.chmod(0o646)
     with path.open("a") as keys:
-        keys.write(json.dumps({"name": "intruder", "role": "manager",
-                               "key_hash": hash_key("pbk_intruder")}) + "\n")
-    assert ring.find("pbk_intruder") is None  # running: it keeps the keys it had
+        keys.write(json.dumps({"name": "bob", "role": "manager",
+                               "key_hash": hash_key("pbk_bob")}) + "\n")
+    assert ring.find("pbk_bob") is None  # running: it keeps the keys it had
     assert ring.find(key) is not None
     with pytest.raises(KeyConfigError, match=r"^the key file is not trusted: .* may be written "
-                                             r"by other users \(mode 666\): chmod go-w it$"):
+                                             r"by any user \(mode 646\): chmod o-w it$"):
         keyring_from(env, path)  # starting
+    # Mended as the message says, it is read again (a chmod moves no mtime nor size): bob was
+    # refused until the next edit.
+    path.chmod(0o640)
+    assert ring.find("pbk_bob") is not None
+    # Writable by a group of the service's own (a private group under umask 002, a volume's
+    # fsGroup): taken.
+    path.chmod(0o660)
+    assert keyring_from(env, path).find("pbk_bob") is not None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another group")
+def test_a_key_file_a_group_not_the_services_may_write_is_refused(tmp_path):
+    path = tmp_path / "keys.jsonl"
+    append_key(path, "ann", "cashier")
+    os.chown(path, -1, 65534)
+    path.chmod(0o660)
+    with pytest.raises(KeyConfigError, match=r"may be written by group 65534, which the user "
+                                             r"this service runs as is not in \(mode 660\): "
+                                             r"chmod g-w it$"):
+        keyring_from({"PITBOSS_KEYS_FILE": str(path)}, path)
 
 
 def test_a_shoe_key_file_others_may_write_or_another_user_owns_is_refused(tmp_path):
     path = tmp_path / "shoe.key"
-    load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)})
-    path.chmod(0o620)
-    with pytest.raises(ShoeKeyError, match=r"may be written by other users \(mode 620\)"):
+    key = load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)})
+    path.chmod(0o602)
+    with pytest.raises(ShoeKeyError, match=r"may be written by any user \(mode 602\)"):
         load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)})
+    path.chmod(0o620)  # the service's own group
+    assert load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)}) == key
     path.chmod(0o600)
     if os.geteuid() != 0:
         return  # only root can give the file away
     os.chown(path, 65534, -1)
     with pytest.raises(ShoeKeyError, match="belongs to user 65534, neither the user this "
-                                           "service runs as nor root"):
+                                           "service runs as nor root: chown it to one of them"):
         load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)})
 
 
