@@ -183,12 +183,16 @@ def test_an_opening_repeated_after_a_check_came_in_is_answered_not_refused(
     # with the same request id, after the upgrade, was refused by the new check before its
     # receipt was looked for.
     app = make_ledger()
+    # Names too: one written otherwise than in composed form (NFC), before that was checked.
     monkeypatch.setattr("ledger.application.CURRENCIES", CURRENCIES | {"ABC"})  # earlier
+    monkeypatch.setattr("ledger.application._check_new_name", lambda *_: None)
     table = app.open_table("t-abc", "manager", "Old", CASINO, currency="ABC")
     account = app.open_account("a-abc", "cashier", "old", currency="ABC")
+    decomposed = app.open_account("a-nfd", "cashier", "Cafe\u0301")
     monkeypatch.undo()  # this version
     assert app.open_table("t-abc", "manager", "Old", CASINO, currency="ABC") == table
     assert app.open_account("a-abc", "cashier", "old", currency="ABC") == account
+    assert app.open_account("a-nfd", "cashier", "Cafe\u0301") == decomposed
     unchanged(app, lambda: app.open_account("a-new", "cashier", "new", currency="ABC"),
               BetRefused, "R-M1")
 
