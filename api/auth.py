@@ -96,8 +96,9 @@ def hash_key(key: str) -> str:
 def _read_text(path: Path) -> str:
     """The key file's text, once it is known that nobody else could have written it."""
     try:
-        why = untrusted(path, path.stat())
-        text = path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8") as file:  # the file read is the file checked
+            why = untrusted(path, os.fstat(file.fileno()))
+            text = file.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise KeyConfigError(f"{path} cannot be read as UTF-8 text: {exc}") from None
     if why is not None:

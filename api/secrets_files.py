@@ -101,8 +101,9 @@ def load_shoe_key(environ: Mapping[str, str] = os.environ) -> bytes:
 
 def _read(path: Path) -> bytes:
     try:
-        info = path.stat()
-        text = path.read_text()
+        with path.open() as file:  # the file read is the file checked
+            info = os.fstat(file.fileno())
+            text = file.read()
     except OSError as exc:
         raise ShoeKeyError(f"the shoe key file {path} cannot be read: {exc.strerror}") from None
     why = untrusted(path, info)
