@@ -6,7 +6,7 @@ event with the round's state right after it. After every card the table is drawn
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,17 +23,23 @@ def cards(codes: Iterable[str]) -> str:
     return " ".join(card(c) for c in codes) or "-"
 
 
-def _where(data: Mapping[str, Any]) -> str:
+def _where(data: Mapping[str, Any], split: Collection[int]) -> str:
     if data.get("line") == "insurance":
         return "insurance"
     if data.get("box") == 0:
         return "the dealer"
-    hand = data.get("hand", 0)
-    return f"box {data.get('box')}" + (f" hand {hand}" if hand else "")
+    return hand_label(data.get("box", 0), data.get("hand", 0), split)
 
 
-def sentence(event_type: str, data: Mapping[str, Any]) -> str:
-    """What happened, in words."""
+def hand_label(box: int, hand: int, split: Collection[int]) -> str:
+    """A hand as the events and the table both name it: "box 3", or once box 3 is split (in
+    ``split``), "box 3.0", "box 3.1" … by hand number."""
+    return f"box {box}.{hand}" if box in split or hand else f"box {box}"
+
+
+def sentence(event_type: str, data: Mapping[str, Any], split: Collection[int] = ()) -> str:
+    """What happened, in words; ``split``: the boxes split by then (their hands are named by
+    number)."""
     d = data
     match event_type:
         case "Created" if "round_no" in d:
@@ -47,18 +53,18 @@ def sentence(event_type: str, data: Mapping[str, Any]) -> str:
             return f"betting closes: {', '.join(d['players'])}"
         case "CardDealt" | "WildCardDrawn":
             face = "" if d.get("face_up", True) else " face down"
-            return f"{card(d['card'])} to {_where(d)}{face} (shoe position {d['position']})"
+            return f"{card(d['card'])} to {_where(d, split)}{face} (shoe position {d['position']})"
         case "HoleCardRevealed":
             return f"the dealer turns over {card(d['card'])}"
         case "HandHit" | "HandStood" | "HandDoubled" | "HandSplit":
             verb = {"HandHit": "hits", "HandStood": "stands", "HandDoubled": "doubles",
                     "HandSplit": "splits"}[event_type]
             extra = f" (+{d['amount']})" if "amount" in d else ""
-            return f"{d['player']} {verb} on {_where(d)}{extra}"
+            return f"{d['player']} {verb} on {_where(d, split)}{extra}"
         case "DoubleMatched" | "SplitMatched":
-            return f"{d['bettor']} matches on {_where(d)} (+{d['amount']})"
+            return f"{d['bettor']} matches on {_where(d, split)} (+{d['amount']})"
         case "DoubleDeclined" | "SplitDeclined":
-            return f"{d['bettor']} declines on {_where(d)}"
+            return f"{d['bettor']} declines on {_where(d, split)}"
         case "InsurancePlaced":
             return f"{d['bettor']} insures for {d['amount']}"
         case "BoxSurrendered":
@@ -67,7 +73,7 @@ def sentence(event_type: str, data: Mapping[str, Any]) -> str:
             net = d["released"] + d["won"] - d["held"]
             prize = f", prize {d['prize']}" if d.get("prize") else ""
             outcome = str(d["outcome"]).replace("_", " ")  # even_money: even money
-            return (f"{d['bettor']} on {_where(d)}: {outcome} {net:+d}{prize} "
+            return (f"{d['bettor']} on {_where(d, split)}: {outcome} {net:+d}{prize} "
                     f"({d['reason']}; {_arithmetic(d)})")
         case "DealerFinished":
             state = ("busts on" if d["bust"] else "has a natural," if d["natural"]
@@ -109,14 +115,18 @@ def _arithmetic(d: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def split_boxes(state: Mapping[str, Any]) -> set[int]:
+    return {b["box"] for b in state["boxes"] if len(b["hands"]) > 1}
+
+
 def table(state: Mapping[str, Any]) -> list[str]:
     """The round's table right now: the dealer and each hand."""
     dealer = state["dealer"]
     lines = [f"      dealer  {cards(dealer['cards']):<24} {dealer['total']}"]
+    split = split_boxes(state)
     for b in state["boxes"]:
         for h in b["hands"]:
-            label = f"box {b['box']}" + (f".{h['hand']}" if b["hands"][0]["hand"] != h["hand"]
-                                         or len(b["hands"]) > 1 else "")
+            label = hand_label(b["box"], h["hand"], split)
             stakes = ", ".join(f"{p} {a}" for p, a in h["stakes"].items())
             total = f"{'soft ' if h['soft'] else ''}{h['total']}" if h["cards"] else ""
             standing = status(h, voided=state["phase"] == "voided")
@@ -174,7 +184,7 @@ def render(frames: Iterable[Mapping[str, Any]], *, table_name: str | None = None
         day = at.date()
         when = at.strftime("%H:%M:%S.%f")[:12]
         lines.append(f"v{event['version']:<3} {when}  {event['actor'] or '-':<16} "
-                     f"{sentence(event['type'], event['data'])}")
+                     f"{sentence(event['type'], event['data'], split_boxes(state))}")
         if event["type"] in ("CardDealt", "WildCardDrawn", "HoleCardRevealed",
                              "HandSplit", "RoundSettled", "RoundVoided"):
             lines.extend(table(state))

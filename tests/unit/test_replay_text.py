@@ -79,6 +79,30 @@ def test_a_round_that_runs_past_midnight_marks_the_new_day_and_times_are_utc() -
                                                ["v2", "00:00:00.250"]]
 
 
+def test_a_split_boxs_hands_are_named_alike_in_the_events_and_the_table() -> None:
+    # The table read "box 1.0" and "box 1.1" where the events said "box 1" and "box 1 hand 1":
+    # which line was hand 0's took reading the whole round.
+    app, r = dealt_round("8S TH 7D 8H 9C 3C TC 5S KD QD")  # P1 8,8; P2 19; dealer 7
+    app.split("x1", "dealer", r, "P1", 1, 0)
+    for hand in (0, 1):
+        app.stand(f"s{hand}", "dealer", r, "P1", 1, hand)
+    app.stand("s2", "dealer", r, "P2", 2, 0)
+    app.play_dealer("pd", "dealer", r)
+    app.settle("st", "dealer", r)
+    lines = render(app.replay(r))
+    said = [line.split(None, 3)[3] for line in lines if line.startswith("v")]
+    assert [s for s in said if "box 1" in s] == [
+        "P1 stakes 100 on box 1", "8♠ to box 1 (shoe position 0)",
+        "8♥ to box 1 (shoe position 3)", "P1 splits on box 1.0 (+100)",
+        "3♣ to box 1.0 (shoe position 5)", "P1 stands on box 1.0",
+        "10♣ to box 1.1 (shoe position 6)", "P1 stands on box 1.1",
+        *[s for s in said if s.startswith("P1 on box 1.")]]
+    assert [s.split(":")[0] for s in said if s.startswith("P1 on ")] == ["P1 on box 1.0",
+                                                                        "P1 on box 1.1"]
+    tables = [line.split()[:2] for line in lines if line.strip().startswith("box 1")]
+    assert tables[-2:] == [["box", "1.0"], ["box", "1.1"]]
+
+
 def test_a_voided_rounds_hands_all_show_as_voided_whatever_they_were() -> None:
     # A bust (or forfeited, or natural) hand kept its label beside "round voided", which
     # undoes every outcome (R-X13).
