@@ -66,6 +66,7 @@ from ledger.storage import (
     HEAD_PATTERN,
     LedgerRecorder,
     chain_head,
+    chain_start,
     verify_chain,
 )
 from projections.engine import NAMES
@@ -805,6 +806,11 @@ def chain(expected_head: str | None, expected_at: int | None, start: int) -> Non
         if not isinstance(recorder, LedgerRecorder):
             raise click.ClickException("the ledger does not store in PostgreSQL")
         last_id, _ = chain_head(recorder)
+        try:  # refused before the progress shows a walk begun
+            chain_start(recorder, after=start, expected_head=expected_head,
+                        expected_at=expected_at)
+        except QueryRefused as refused:
+            raise click.UsageError(str(refused)) from None
         kept_head, kept_at = expected_head, expected_at
         rows = altered = 0
         with _progress(last_id, "walking the chain") as reached:

@@ -923,6 +923,22 @@ def _rows(recorder: LedgerRecorder, after: int) -> Iterator[dict[str, Any]]:
         last = page[-1]["notification_id"]
 
 
+def chain_start(recorder: LedgerRecorder, *, after: int = 0, expected_head: str | None = None,
+                expected_at: int | None = None) -> bytes:
+    """The link a walk after notification ``after`` starts from (QueryRefused if it cannot
+    start there): asked before a walk begins to show its progress, and by each part."""
+    previous = GENESIS if after == 0 else _carried_link(recorder, after)
+    if previous is None:  # a walk's argument, not a finding about the record
+        raise QueryRefused(f"There is no event at notification {after} to start after: start "
+                           "after 0, or after an id a walk reported (if one did, that event "
+                           "has been removed since: walk again from the start).", field="after")
+    kept_at = expected_at if expected_head is not None else None
+    if kept_at is not None and kept_at < after:
+        raise QueryRefused(f"The head kept outside was taken at notification {kept_at}, before "
+                           f"this part: start after {kept_at} or earlier.", field="expected_at")
+    return previous
+
+
 def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None = None,
                  expected_head: str | None = None, expected_at: int | None = None,
                  on_row: Callable[[int], None] | None = None) -> ChainReport:
@@ -938,15 +954,9 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
     checked. Walking the parts in order, each from where the last one stopped, checks the
     whole chain: each part starts from the link the one before carried."""
     from_start = after == 0
-    previous = GENESIS if from_start else _carried_link(recorder, after)
-    if previous is None:  # a walk's argument, not a finding about the record
-        raise QueryRefused(f"There is no event at notification {after} to start after: start "
-                           "after 0, or after an id a walk reported (if one did, that event "
-                           "has been removed since: walk again from the start).", field="after")
+    previous = chain_start(recorder, after=after, expected_head=expected_head,
+                           expected_at=expected_at)
     kept_at = expected_at if expected_head is not None else None
-    if kept_at is not None and kept_at < after:
-        raise QueryRefused(f"The head kept outside was taken at notification {kept_at}, before "
-                           f"this part: start after {kept_at} or earlier.", field="expected_at")
     # At the part's start, the kept head is compared with the link the part before carried.
     checked = kept_at == after
     findings = (_kept_head_findings(after, after, previous.hex(), expected_head)

@@ -974,6 +974,7 @@ def test_a_chain_walk_stopped_keeps_what_it_found_and_goes_on_from_where_it_says
     past = CliRunner().invoke(main, ["chain", "--after", str(last + 1)])
     assert past.exit_code == 2
     assert f"There is no event at notification {last + 1}" in past.output
+    assert "walking the chain" not in past.output  # refused before a walk shows as begun
 
 
 def test_reading_commands_say_so_when_the_database_holds_no_ledger(database, monkeypatch):
