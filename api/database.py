@@ -129,7 +129,11 @@ class DatabaseSettings:
         return self.host.startswith("/")
 
     def describe(self) -> str:
-        """Where the database is, for messages: ``host:port/dbname`` (no user, no password)."""
+        """Where the database is, for messages: ``host:port/dbname``, or for a socket folder
+        ``dbname in /folder`` (its port only if not the default); no user, no password."""
+        if self.is_unix_socket:
+            port = "" if self.port == DEFAULT_PORT else f" (port {self.port})"
+            return f"{self.dbname} in {self.host}{port}"
         return f"{self.host}:{self.port}/{self.dbname}"
 
     def conninfo(self, *, connect_timeout_s: int | None = None) -> str:

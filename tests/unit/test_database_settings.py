@@ -49,6 +49,11 @@ def test_a_socket_folder_comes_from_the_host_parameter():
     assert settings.host == "/tmp/pg"
     assert settings.is_unix_socket
     assert settings.password == ""
+    # Named in messages as a folder, not as a host with a port ("/tmp/pg:5432/postgres").
+    assert settings.describe() == "postgres in /tmp/pg"
+    assert parse_database_url("postgresql://u@/x?host=/tmp/pg&port=5433").describe() == \
+        "x in /tmp/pg (port 5433)"
+    assert parse_database_url("postgresql://u@db.example/x").describe() == "db.example:5432/x"
 
 
 def test_percent_encoded_credentials_are_decoded():
