@@ -130,10 +130,11 @@ class DatabaseSettings:
 
     def describe(self) -> str:
         """Where the database is, for messages: ``host:port/dbname``, or for a socket folder
-        ``dbname in /folder`` (its port only if not the default); no user, no password."""
+        ``/folder (database dbname)`` (its port only if not the default); no user, no
+        password."""
         if self.is_unix_socket:
-            port = "" if self.port == DEFAULT_PORT else f" (port {self.port})"
-            return f"{self.dbname} in {self.host}{port}"
+            port = "" if self.port == DEFAULT_PORT else f", port {self.port}"
+            return f"{self.host} (database {self.dbname}{port})"
         return f"{self.host}:{self.port}/{self.dbname}"
 
     def conninfo(self, *, connect_timeout_s: int | None = None) -> str:

@@ -107,6 +107,13 @@ def test_an_unreachable_url_names_the_host_but_not_the_password():
     assert "s3cret" not in message
 
 
+def test_an_unreachable_socket_folder_is_named_as_a_folder(tmp_path):
+    settings = resolve_database({"DATABASE_URL": f"postgresql://bob@/x?host={tmp_path}"})
+    with pytest.raises(DatabaseUnavailable,
+                       match=f"^PostgreSQL at {tmp_path} \\(database x\\) is unavailable: "):
+        check_database(settings, timeout_s=2)
+
+
 def test_a_ledger_that_cannot_reach_its_database_closes_its_pool_before_it_fails(unused_port):
     # Left to the garbage collector, the pool's close could run on one of its own threads,
     # which cannot join itself.

@@ -50,9 +50,9 @@ def test_a_socket_folder_comes_from_the_host_parameter():
     assert settings.is_unix_socket
     assert settings.password == ""
     # Named in messages as a folder, not as a host with a port ("/tmp/pg:5432/postgres").
-    assert settings.describe() == "postgres in /tmp/pg"
+    assert settings.describe() == "/tmp/pg (database postgres)"
     assert parse_database_url("postgresql://u@/x?host=/tmp/pg&port=5433").describe() == \
-        "x in /tmp/pg (port 5433)"
+        "/tmp/pg (database x, port 5433)"
     assert parse_database_url("postgresql://u@db.example/x").describe() == "db.example:5432/x"
 
 
