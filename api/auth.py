@@ -273,7 +273,7 @@ class KeyRing:
     def __init__(self, keys: Sequence[ApiKey] = (), *, path: Path | None = None) -> None:
         self._static = list(keys)
         self._path = path
-        self._stamp: tuple[int, int, int, int] | None = None
+        self._stamp: tuple[int, ...] | None = None
         self._from_file: list[ApiKey] = []
         self._by_hash = self._index()
         self._lock = threading.Lock()
@@ -290,13 +290,14 @@ class KeyRing:
     def _reload(self) -> None:
         if self._path is None:
             return
-        missing = (0, 0, 0, 0)
+        missing = (0, 0, 0, 0, 0, 0, 0)
         try:
             info = self._path.stat()
             # The inode too: an edit replaces the file, possibly within one mtime tick; and the
             # change time, which a chmod or chown moves (a file refused as others may write it
             # is read again once that is mended).
-            stamp = (info.st_ino, info.st_mtime_ns, info.st_size, info.st_ctime_ns)
+            stamp = (info.st_ino, info.st_mtime_ns, info.st_size, info.st_ctime_ns,
+                     info.st_mode, info.st_uid, info.st_gid)  # (ctime may move by ticks)
         except FileNotFoundError:
             stamp = missing
         except OSError as exc:  # a symlink loop, a directory not searchable …
@@ -352,6 +353,7 @@ def _bearer_token() -> str:
     if scheme.lower() != "bearer" or not token:
         raise _unauthorized("This request needs an API key: send 'Authorization: Bearer <key>'.")
     if len(token) > KEY_MAX_CHARS:
+        g.refused_key = hash_key(token)[:12]  # (logged, as any key no holder has)
         raise _unauthorized("The API key is not valid.")
     return token
 

@@ -18,6 +18,7 @@ and never the answer to any input.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Mapping
@@ -101,12 +102,13 @@ def _log_refusal(detail: str) -> None:
     (the key's holder, or the start of the hash of a key no holder has). The path is quoted:
     decoded, it may hold a line break, which would write a line of the caller's own."""
     who = g.get("principal")
+    path = json.dumps(request.path)  # one way of quoting, whatever the path holds
     if who is not None:
-        refusals.warning("refused %s %r to %s (%s): %s", request.method, request.path,
-                         who.name, who.role, detail)
+        refusals.warning("refused %s %s to %s (%s): %s", request.method, path, who.name,
+                         who.role, detail)
     elif g.get("refused_key") is not None:
-        refusals.warning("refused %s %r: a key no holder has (sha256 %s…)", request.method,
-                         request.path, g.refused_key)
+        refusals.warning("refused %s %s: a key no holder has (sha256 %s…)", request.method,
+                         path, g.refused_key)
 
 
 def http_exception_problem(error: HTTPException) -> Response:

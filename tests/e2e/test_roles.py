@@ -111,23 +111,27 @@ def test_no_answer_is_kept_by_a_cache_or_sniffed_as_another_type(app, http):
 def test_a_refused_request_is_logged_naming_who_tried(http, caplog):
     # A refused request records no event, and the access log names no one: a dealer trying a
     # manager's void, or a revoked key, left no trace of who it was.
-    # A path is quoted: decoded, a %0A in it wrote a log line of the caller's own.
+    # A path is quoted one way (JSON): decoded, a %0A in it wrote a log line of the caller's
+    # own, and Python's quoting changed its quotes with an apostrophe in a player id.
     round_id = uuid.uuid4()
     with caplog.at_level(logging.WARNING, logger="pitboss.auth"):
         problem_of(http.post(f"/rounds/{round_id}/void", {"reason": "x"}, role="dealer"), 403)
         problem_of(http.post("/tables", {"name": "T", "preset": "casino", "limits": {
             "boxes": 3}}, role="dealer"), 403)  # refused by the view, not by the route's roles
-        problem_of(http.request("GET", "/accounts/P1%0Aforged", role=None,
+        problem_of(http.request("GET", "/accounts/O'Brien%0Aforged", role=None,
                                 headers={"Authorization": "Bearer pbk_revoked"}), 401)
         problem_of(http.request("GET", "/whoami", role=None), 401)  # no key: nobody to name
+        problem_of(http.request("GET", "/whoami", role=None,  # too long to be any key
+                                headers={"Authorization": "Bearer " + "k" * 300}), 401)
     assert [r.getMessage() for r in caplog.records if r.name == "pitboss.auth"] == [
-        f"refused POST '/rounds/{round_id}/void' to {NAMES['dealer']} (dealer): The dealer role "
+        f'refused POST "/rounds/{round_id}/void" to {NAMES["dealer"]} (dealer): The dealer role '
         "may not do this; it needs the manager role.",
-        f"refused POST '/tables' to {NAMES['dealer']} (dealer): The dealer role opens a table "
+        f'refused POST "/tables" to {NAMES["dealer"]} (dealer): The dealer role opens a table '
         "under a preset as it is, with its default limits; rules or limits of its own need the "
         "manager role.",
-        "refused GET '/accounts/P1\\nforged': a key no holder has (sha256 "
-        f"{hash_key('pbk_revoked')[:12]}…)"]
+        """refused GET "/accounts/O'Brien\\nforged": a key no holder has (sha256 """
+        f"{hash_key('pbk_revoked')[:12]}…)",
+        f'refused GET "/whoami": a key no holder has (sha256 {hash_key("k" * 300)[:12]}…)']
 
 
 def test_views_carry_the_roles_of_the_table(app):
