@@ -101,17 +101,22 @@ def load_shoe_key(environ: Mapping[str, str] = os.environ) -> bytes:
 
 def _read(path: Path) -> bytes:
     try:
-        with path.open() as file:  # the file read is the file checked
+        with path.open("rb") as file:  # the file read is the file checked
             info = os.fstat(file.fileno())
-            text = file.read()
+            content = file.read()
     except OSError as exc:
         raise ShoeKeyError(f"the shoe key file {path} cannot be read: {exc.strerror}") from None
     why = untrusted(path, info)
     if why is not None:
         raise ShoeKeyError(f"the shoe key file is not trusted: {why}")
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+    if info.st_mode & (stat.S_IRGRP | stat.S_IROTH):
         logger.warning("the shoe key file %s is readable by others (mode %o): let only the "
                        "user this service runs as read it", path, stat.S_IMODE(info.st_mode))
+    try:
+        text = content.decode("ascii")
+    except UnicodeDecodeError:
+        raise ShoeKeyError(f"the shoe key file {path} must hold {KEY_BYTES * 2} hex digits "
+                           "(it is not text)") from None
     return parse_shoe_key(text, source=str(path))
 
 

@@ -296,13 +296,15 @@ def test_a_key_file_others_may_write_is_refused_and_its_new_keys_not_taken(tmp_p
     assert keyring_from(env, path).find("pbk_bob") is not None
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another group")
-def test_a_key_file_a_group_not_the_services_may_write_is_refused(tmp_path):
+def test_a_key_file_a_group_not_the_services_may_write_is_refused(tmp_path, monkeypatch):
     path = tmp_path / "keys.jsonl"
     append_key(path, "ann", "cashier")
-    os.chown(path, -1, 65534)
     path.chmod(0o660)
-    with pytest.raises(KeyConfigError, match=r"may be written by group 65534, which the user "
+    group = path.stat().st_gid
+    # The service as a user outside the file's group (giving the file away takes root).
+    monkeypatch.setattr("api.secrets_files.os.getegid", lambda: group + 1)
+    monkeypatch.setattr("api.secrets_files.os.getgroups", lambda: [group + 1])
+    with pytest.raises(KeyConfigError, match=f"may be written by group {group}, which the user "
                                              r"this service runs as is not in \(mode 660\): "
                                              r"chmod g-w it$"):
         keyring_from({"PITBOSS_KEYS_FILE": str(path)}, path)
@@ -317,6 +319,10 @@ def test_a_shoe_key_file_others_may_write_or_another_user_owns_is_refused(tmp_pa
     path.chmod(0o620)  # the service's own group
     assert load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)}) == key
     path.chmod(0o600)
+    path.write_bytes(b"\xff\xfe")  # no text: said so, not a traceback
+    with pytest.raises(ShoeKeyError, match="must hold 64 hex digits \\(it is not text\\)"):
+        load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)})
+    path.write_text(key.hex())
     if os.geteuid() != 0:
         return  # only root can give the file away
     os.chown(path, 65534, -1)
