@@ -122,7 +122,7 @@ def split_boxes(state: Mapping[str, Any]) -> set[int]:
 def table(state: Mapping[str, Any]) -> list[str]:
     """The round's table right now: the dealer and each hand."""
     dealer = state["dealer"]
-    lines = [f"      dealer  {cards(dealer['cards']):<24} {dealer['total']}"]
+    lines = [f"      {'dealer':<8} {cards(dealer['cards']):<24} {dealer['total']}"]
     split = split_boxes(state)
     for b in state["boxes"]:
         for h in b["hands"]:
@@ -130,7 +130,7 @@ def table(state: Mapping[str, Any]) -> list[str]:
             stakes = ", ".join(f"{p} {a}" for p, a in h["stakes"].items())
             total = f"{'soft ' if h['soft'] else ''}{h['total']}" if h["cards"] else ""
             standing = status(h, voided=state["phase"] == "voided")
-            lines.append(f"      {label:<7} {cards(h['cards']):<24} {total:<8} {standing:<11}"
+            lines.append(f"      {label:<8} {cards(h['cards']):<24} {total:<8} {standing:<11}"
                          f" {stakes}")
     return lines
 
