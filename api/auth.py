@@ -32,6 +32,7 @@ from flask import current_app, g, request
 from werkzeug.exceptions import Forbidden, Unauthorized
 
 from api.secrets_files import untrusted
+from api.strict_json import RepeatedMember, members_once
 
 logger = logging.getLogger("pitboss.auth")
 
@@ -139,19 +140,6 @@ def _one_holder_each(keys: Sequence[ApiKey], source: str) -> None:
                              f"{', '.join(shared[0])}")
 
 
-def _members_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    members: dict[str, Any] = {}
-    for name, value in pairs:
-        if name in members:
-            raise _RepeatedMember(name)
-        members[name] = value
-    return members
-
-
-class _RepeatedMember(ValueError):
-    """A key record that gives a member twice (read as its last value, silently)."""
-
-
 def _parse_records(text: str, *, source: str, most: int | None = KEYS_MAX) -> list[Any]:
     """The file's records; more than ``most`` are refused (None: any number, for a revoke
     that brings a file back under the cap)."""
@@ -161,20 +149,20 @@ def _parse_records(text: str, *, source: str, most: int | None = KEYS_MAX) -> li
     items: Any
     try:
         if stripped.startswith("["):
-            items = json.loads(stripped, object_pairs_hook=_members_once)
+            items = json.loads(stripped, object_pairs_hook=members_once)
         else:
             items = []
             for number, line in enumerate(text.splitlines(), 1):  # each line read alone
                 if line.strip():
                     try:
-                        items.append(json.loads(line, object_pairs_hook=_members_once))
+                        items.append(json.loads(line, object_pairs_hook=members_once))
                     except json.JSONDecodeError as exc:  # (its line is 1: say the file's)
                         raise KeyConfigError(f"{source} is not JSON lines or a JSON list: "
                                              f"{exc.msg} (line {number})") from None
     except json.JSONDecodeError as exc:
         raise KeyConfigError(f"{source} is not JSON lines or a JSON list: {exc.msg} "
                              f"(line {exc.lineno})") from None
-    except _RepeatedMember as exc:
+    except RepeatedMember as exc:
         raise KeyConfigError(f"{source}: a key gives {exc.args[0]!r} more than once") from None
     except (RecursionError, ValueError):  # nested too deeply, a number too long to read
         raise KeyConfigError(f"{source} is not JSON lines or a JSON list of keys") from None

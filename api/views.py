@@ -18,6 +18,7 @@ from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge, Reque
 from api.auth import current_principal, requires
 from api.problems import GIVEN_TWICE, NOT_A_QUERY_PARAMETER
 from api.schemas import IdempotencyHeaderSchema
+from api.strict_json import NotJson, RepeatedMember, members_once, no_constant
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,13 +54,13 @@ class Parser(FlaskParser):
             abort(415, messages={"Content-Encoding": [
                 "A request body is sent uncompressed: send it without Content-Encoding."]})
         try:
-            return json.loads(data.decode(), object_pairs_hook=_members_once,
-                              parse_constant=_no_constant)
+            return json.loads(data.decode(), object_pairs_hook=members_once,
+                              parse_constant=no_constant)
         except RecursionError:
             abort(400, messages={"json": ["The JSON body is nested too deeply."]})
-        except _RepeatedMember as repeated:
+        except RepeatedMember as repeated:
             abort(400, messages={"json": [f"The JSON body names '{repeated}' twice."]})
-        except _NotJson as constant:
+        except NotJson as constant:
             abort(400, messages={"json": [f"The JSON body holds {constant}, which is not a "
                                           "JSON number."]})
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -78,28 +79,6 @@ def _one_more_byte(req: flask.Request) -> bytes:
 
 # Charsets a JSON body may be declared in: UTF-8, and ASCII, which is UTF-8 too.
 _UTF_8 = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
-
-
-class _RepeatedMember(Exception):
-    pass
-
-
-class _NotJson(Exception):
-    pass
-
-
-def _no_constant(name: str) -> Any:
-    """NaN, Infinity and -Infinity, which Python's reader takes and JSON has not."""
-    raise _NotJson(name)
-
-
-def _members_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    members: dict[str, Any] = {}
-    for name, value in pairs:
-        if name in members:
-            raise _RepeatedMember(name)
-        members[name] = value
-    return members
 
 
 class Blueprint(flask_smorest.Blueprint):  # type: ignore[misc]  # flask-smorest has no types
