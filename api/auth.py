@@ -278,7 +278,7 @@ class KeyRing:
     def _reload(self) -> None:
         if self._path is None:
             return
-        missing = (0, 0, 0, 0, 0, 0, 0)
+        missing = (0,) * 7
         try:
             info = self._path.stat()
             # The inode too: an edit replaces the file, possibly within one mtime tick; and the

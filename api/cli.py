@@ -442,8 +442,8 @@ def rebuild(name: str, batch_size: int) -> None:
                 f"{name}: the rebuild stopped at events that do not add up ({exc}). They were "
                 "written around the ledger, or decided on a snapshot that was (whoever holds "
                 "the shoe key and the service's credentials can sign one), or the ledger has "
-                "a defect: walk the chain (pitboss chain) and read the account's statement"
-            ) from exc
+                "a defect: walk the chain (pitboss chain), and check what it names (an account's "
+                "statement, a round's check)") from exc
     click.echo(f"{report['projection']}: {report['events_read']:,} events read in "
                f"{report['seconds']:.1f} s, now at notification {report['position']}"
                + ("" if report["swapped"] else "; stopped before the swap, live view kept"))

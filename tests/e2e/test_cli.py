@@ -1401,7 +1401,8 @@ def test_a_rebuild_that_meets_events_that_do_not_add_up_says_so_in_a_sentence(
     assert re.fullmatch(r"Error: balances: the rebuild stopped at events that do not add up "
                         r"\(account P9 \(.*\) would have available -950 and held 0 after "
                         r"notification \d+ \(R-M3\)\)\. They were written around the "
-                        r"ledger, .* read the account's statement\n", result.output), result.output
+                        r"ledger, .* \(an account's statement, a round's check\)\n",
+                        result.output), result.output
 
 
 def test_rebuild_swaps_in_a_fresh_view_and_positions_show_no_lag(make_app, database,
