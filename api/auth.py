@@ -120,24 +120,25 @@ def parse_keys(text: str, *, source: str, most: int | None = KEYS_MAX) -> list[A
 
 def _keys_from(records: list[Any], source: str) -> list[ApiKey]:
     keys = [_key_from(item, source) for item in records]
-    _one_holder_each(keys, source)
+    one_holder_each(keys, source)
     return keys
 
 
-def _one_holder_each(keys: Sequence[ApiKey], source: str) -> None:
+def one_holder_each(keys: Sequence[ApiKey], source: str) -> None:
     """Each name is one key holder's, and each key one holder's: the events name the holder,
     and a name or key held twice would record one holder's acts as the other's (a revocation
     of the one leaving the other working)."""
     names = sorted(n for n, times in Counter(k.name for k in keys).items() if times > 1)
     if names:
-        raise KeyConfigError(f"{source} names {', '.join(names)} more than once")
+        raise KeyConfigError(f"{source} names {', '.join(names)} more than once: a name is one "
+                             "holder's (revoke or rename all but one)")
     holders: dict[str, list[str]] = {}
     for key in keys:
         holders.setdefault(key.key_hash, []).append(key.name)
     shared = [sorted(named) for named in holders.values() if len(named) > 1]
     if shared:
         raise KeyConfigError(f"{source} holds one key under several names: "
-                             f"{', '.join(shared[0])}")
+                             f"{', '.join(shared[0])} (revoke all but one)")
 
 
 def _parse_records(text: str, *, source: str, most: int | None = KEYS_MAX) -> list[Any]:
@@ -299,15 +300,21 @@ class KeyRing:
             try:
                 text = _read_text(self._path) if stamp != missing else ""
                 from_file = parse_keys(text, source=str(self._path))
-                _one_holder_each([*self._static, *from_file],
-                                 f"PITBOSS_KEYS and {self._path} together")
+                one_holder_each([*self._static, *from_file],
+                                 f"PITBOSS_KEYS with {self._path}")
                 self._from_file = from_file
                 self._by_hash = self._index()
             except KeyConfigError as exc:
                 if self._stamp is None:
                     raise
-                # A half-written edit must not lock everybody out: keep the last good keys.
-                logger.error("keeping the previous keys: %s", exc)
+                # A half-written edit must not lock everybody out: keep the last good keys,
+                # but none the file no longer lists (a revocation holds even in a file refused).
+                listed = _hashes_listed(self._path) if stamp != missing else set()
+                if listed is not None:
+                    self._from_file = [k for k in self._from_file if k.key_hash in listed]
+                    self._by_hash = self._index()
+                logger.error("keeping the previous keys%s: %s",
+                             "" if listed is None else " the file still lists", exc)
             self._stamp = stamp
 
     def find(self, presented: str) -> ApiKey | None:
@@ -315,6 +322,16 @@ class KeyRing:
         timing could reveal is about a SHA-256 digest, which tells nothing of a key."""
         self._reload()
         return self._by_hash.get(hash_key(presented))
+
+
+def _hashes_listed(path: Path) -> set[str] | None:
+    """The key hashes a key file lists, read as text whatever else is wrong with it (None if
+    it cannot be read as key records at all)."""
+    try:
+        records = _parse_records(path.read_text(encoding="utf-8"), source=str(path), most=None)
+    except (OSError, UnicodeDecodeError, KeyConfigError):
+        return None
+    return {str(r.get("key_hash")) for r in records if isinstance(r, dict)}
 
 
 def keyring_from(environ: Mapping[str, str], default_file: Path) -> KeyRing:

@@ -33,9 +33,11 @@ from api.app import configured_schema, ledger_env
 from api.auth import (
     KEYS_MAX,
     ROLES,
+    ApiKey,
     KeyConfigError,
     append_key,
     keyring_from,
+    one_holder_each,
     parse_keys,
     read_keys,
     remove_keys,
@@ -552,6 +554,7 @@ def keys_list(keys_file: Path | None) -> None:
         click.echo(f"{key.name}\t{key.role}")
     for name, role in _environment_holders().items():
         click.echo(f"{name}\t{role}\t(PITBOSS_KEYS)")
+    _warn_of_a_clash(path)
 
 
 @keys.command("revoke")
@@ -564,6 +567,7 @@ def keys_revoke(name: tuple[str, ...], keys_file: Path | None) -> None:
     missing = sorted(set(name) - set(removed))
     for holder in removed:
         click.echo(f"revoked {holder}")
+    _warn_of_a_clash(path)
     if missing:
         elsewhere = sorted(set(missing) & set(_environment_holders()))
         raise click.ClickException(
@@ -572,11 +576,28 @@ def keys_revoke(name: tuple[str, ...], keys_file: Path | None) -> None:
                "sets: remove it there" if elsewhere else ""))
 
 
-def _environment_holders() -> dict[str, str]:
-    """The holders of the keys ``PITBOSS_KEYS`` gives here, with their roles."""
+def _environment_keys() -> list[ApiKey]:
+    """The keys ``PITBOSS_KEYS`` gives here."""
     inline = os.environ.get("PITBOSS_KEYS", "").strip()
-    keys = parse_keys(inline, source="PITBOSS_KEYS") if inline else []
-    return {key.name: key.role for key in keys}
+    return parse_keys(inline, source="PITBOSS_KEYS") if inline else []
+
+
+def _environment_holders() -> dict[str, str]:
+    return {key.name: key.role for key in _environment_keys()}
+
+
+def _warn_of_a_clash(path: Path) -> None:
+    """Say so when a service with this environment would refuse the key file beside
+    ``PITBOSS_KEYS`` (it then keeps the keys it had that the file still lists)."""
+    beside = _environment_keys()
+    if not beside or not path.exists():
+        return
+    try:
+        one_holder_each([*beside, *read_keys(path, most=None)], f"PITBOSS_KEYS with {path}")
+    except KeyConfigError as exc:
+        click.echo(f"warning: a service with this PITBOSS_KEYS refuses the key file: {exc}; "
+                   "it takes no key added to the file until then, and drops those removed",
+                   err=True)
 
 
 # --- simulate and replay ---------------------------------------------------------------------

@@ -221,12 +221,12 @@ class GameLedger(Application[UUID]):
                    "currency": currency}
 
         def body() -> tuple[Result, list[Aggregate]]:
+            if self._exists(table_id):
+                raise TableExists(f"A table named '{name}' already exists.", field="name")
             # Checked once the request is found new: a repeat of one made before a check
             # came in is answered, not refused.
             _check_new_name("table name", name, "name")
             _check_known_currency(currency)
-            if self._exists(table_id):
-                raise TableExists(f"A table named '{name}' already exists.", field="name")
             table = Table._create(Table.Created, id=table_id, timestamp=self._clock(),
                                   name=name, currency=currency, rules=rules.to_dict(),
                                   rules_hash=rules.content_hash, limits=limits.to_dict(),
@@ -357,11 +357,11 @@ class GameLedger(Application[UUID]):
         account_id = ids.account_id(player)
 
         def body() -> tuple[Result, list[Aggregate]]:
-            _check_new_name("player id", player, "player")  # as for a table, above
-            _check_known_currency(currency)
             if self._exists(account_id):
                 raise AccountExists(f"Player {player} already has an account.",
                                     field="player")  # a name taken: no rule, as a table's
+            _check_new_name("player id", player, "player")  # as for a table, above
+            _check_known_currency(currency)
             account = Account._create(Account.Created, id=account_id, timestamp=self._clock(),
                                       owner=player, kind=PLAYER, currency=currency,
                                       actor=actor, request_id=request_id)
@@ -1641,9 +1641,9 @@ def _check_known_currency(currency: str) -> None:
     """Checked when a table or an account is opened in ``currency``: a typo would open one
     whose currency cannot be changed (tables and accounts stored before keep theirs)."""
     if currency not in CURRENCIES:
-        raise BetRefused(f"{currency} is no ISO 4217 currency code (a typo for one?); a "
-                         "table's or account's currency cannot be changed once opened.", "R-M1",
-                         field="currency")
+        raise BetRefused(f"{currency} is no ISO 4217 currency code with a minor unit (a typo "
+                         "for one?); a table's or account's currency cannot be changed once "
+                         "opened.", "R-M1", field="currency")
 
 
 def _page(limit: int) -> int:

@@ -32,6 +32,7 @@ from api.auth import (
     keyring_from,
     parse_keys,
     read_keys,
+    remove_keys,
 )
 from api.cli import CHAIN_NOT_WALKED_EXIT, gunicorn_argv, main
 from api.database import POSTGRES_VARIABLES
@@ -244,9 +245,24 @@ def test_one_holder_named_both_in_the_environment_and_the_file_is_refused(tmp_pa
     CliRunner().invoke(main, ["keys", "create", "--name", "alice", "--role", "auditor",
                               "--file", str(path)])
     inline = json.dumps([{"name": "alice", "role": "manager", "key_hash": hash_key("pbk_a")}])
-    with pytest.raises(KeyConfigError, match=f"^PITBOSS_KEYS and {re.escape(str(path))} "
-                                             "together names alice more than once$"):
+    with pytest.raises(KeyConfigError, match=f"^PITBOSS_KEYS with {re.escape(str(path))} "
+                                             r"names alice more than once: a name is one "
+                                             r"holder's \(revoke or rename all but one\)$"):
         keyring_from({"PITBOSS_KEYS": inline, "PITBOSS_KEYS_FILE": str(path)}, path)
+
+
+def test_a_revocation_holds_while_the_key_file_is_refused(tmp_path):
+    # The file, refused for a name PITBOSS_KEYS holds too, kept every key it had: one revoked
+    # meanwhile (keys revoke said "revoked") went on working.
+    path = tmp_path / "keys.jsonl"
+    bob, carol = append_key(path, "bob", "dealer"), append_key(path, "carol", "manager")
+    inline = json.dumps([{"name": "alice", "role": "manager", "key_hash": hash_key("pbk_a")}])
+    ring = keyring_from({"PITBOSS_KEYS": inline, "PITBOSS_KEYS_FILE": str(path)}, path)
+    append_key(path, "alice", "auditor")  # refused beside PITBOSS_KEYS's alice
+    remove_keys(path, ["carol"])
+    assert ring.find(carol) is None  # revoked
+    assert ring.find(bob) is not None  # kept
+    assert ring.find("pbk_a") is not None  # the environment's alice, not the file's
 
 
 def test_keys_commands_know_the_holders_pitboss_keys_gives(tmp_path, monkeypatch):
@@ -269,6 +285,14 @@ def test_keys_commands_know_the_holders_pitboss_keys_gives(tmp_path, monkeypatch
     assert revoked.exit_code == 1
     assert revoked.output == (f"Error: no key named alice in {path}; alice in PITBOSS_KEYS, "
                               "which the service's environment sets: remove it there\n")
+    # A file given an alice of its own by other means (keys create run without the service's
+    # environment): listing it says the service refuses it.
+    append_key(path, "alice", "auditor")
+    listed = CliRunner().invoke(main, ["keys", "list", "--file", str(path)])
+    assert listed.stderr == (f"warning: a service with this PITBOSS_KEYS refuses the key file: "
+                             f"PITBOSS_KEYS with {path} names alice more than once: a name is "
+                             "one holder's (revoke or rename all but one); it takes no key "
+                             "added to the file until then, and drops those removed\n")
 
 
 def test_a_key_file_others_may_write_is_refused_and_its_new_keys_not_taken(tmp_path):

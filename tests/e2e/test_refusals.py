@@ -754,8 +754,8 @@ def test_a_currency_no_iso_code_names_is_refused_and_opens_nothing(http, role, p
     problem = problem_of(http.post(path, {**body, "currency": "EUX"}, role=role), 422)
     assert problem["rule"] == "R-M1"
     assert problem["errors"] == {"currency": [
-        "EUX is no ISO 4217 currency code (a typo for one?); a table's or account's currency "
-        "cannot be changed once opened."]}
+        "EUX is no ISO 4217 currency code with a minor unit (a typo for one?); a table's or "
+        "account's currency cannot be changed once opened."]}
     assert http.ok(http.post(path, {**body, "currency": "GBP"}, role=role), 201)[
         "currency"] == "GBP"
 
