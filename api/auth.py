@@ -68,8 +68,7 @@ class ApiKey:
         if not isinstance(self.role, str) or self.role not in ROLES:
             raise KeyConfigError(f"key {self.name!r}: role {self.role!r} is not one of "
                                  f"{', '.join(ROLES)}")
-        if not isinstance(self.key_hash, str) or len(self.key_hash) != 64 \
-                or any(c not in "0123456789abcdef" for c in self.key_hash):
+        if not is_key_hash(self.key_hash):
             raise KeyConfigError(f"key {self.name!r}: key_hash must be 64 lower-case hex digits "
                                  "(the SHA-256 of the key)")
 
@@ -88,6 +87,12 @@ def check_name(name: object) -> str:
 
 def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(KEY_RANDOM_BYTES)
+
+
+def is_key_hash(value: object) -> bool:
+    """Whether ``value`` is written as a key's hash is: 64 lower-case hex digits."""
+    return isinstance(value, str) and len(value) == 64 \
+        and all(c in "0123456789abcdef" for c in value)
 
 
 def hash_key(key: str) -> str:
@@ -263,7 +268,8 @@ class KeyRing:
         self._static = list(keys)
         self._path = path
         self._stamp: tuple[int, ...] | None = None
-        self._from_file: list[ApiKey] = []
+        self._from_file: list[ApiKey] = []  # taken now
+        self._accepted: list[ApiKey] = []  # the file's keys when it was last accepted
         self._by_hash = self._index()
         self._lock = threading.Lock()
         if path is not None:
@@ -302,7 +308,7 @@ class KeyRing:
                 from_file = parse_keys(text, source=str(self._path))
                 one_holder_each([*self._static, *from_file],
                                  f"PITBOSS_KEYS with {self._path}")
-                self._from_file = from_file
+                self._from_file = self._accepted = from_file
                 self._by_hash = self._index()
             except KeyConfigError as exc:
                 if self._stamp is None:
@@ -311,7 +317,7 @@ class KeyRing:
                 # but none the file no longer lists (a revocation holds even in a file refused).
                 listed = _hashes_listed(self._path) if stamp != missing else set()
                 if listed is not None:
-                    self._from_file = [k for k in self._from_file if k.key_hash in listed]
+                    self._from_file = [k for k in self._accepted if k.key_hash in listed]
                     self._by_hash = self._index()
                 logger.error("keeping the previous keys%s: %s",
                              "" if listed is None else " the file still lists", exc)
@@ -325,13 +331,17 @@ class KeyRing:
 
 
 def _hashes_listed(path: Path) -> set[str] | None:
-    """The key hashes a key file lists, read as text whatever else is wrong with it (None if
-    it cannot be read as key records at all)."""
+    """The key hashes a refused key file still lists, whatever else is wrong with it: None
+    when it cannot say (a file another user could have written, one that is no key records,
+    or a record without a well-formed hash), and no key should be dropped on its word."""
     try:
-        records = _parse_records(path.read_text(encoding="utf-8"), source=str(path), most=None)
-    except (OSError, UnicodeDecodeError, KeyConfigError):
+        records = _parse_records(_read_text(path), source=str(path), most=None)
+    except KeyConfigError:
         return None
-    return {str(r.get("key_hash")) for r in records if isinstance(r, dict)}
+    hashes = [r.get("key_hash") if isinstance(r, dict) else None for r in records]
+    if not all(is_key_hash(h) for h in hashes):
+        return None
+    return {str(h) for h in hashes}
 
 
 def keyring_from(environ: Mapping[str, str], default_file: Path) -> KeyRing:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import socket
@@ -259,10 +260,23 @@ def test_a_revocation_holds_while_the_key_file_is_refused(tmp_path):
     inline = json.dumps([{"name": "alice", "role": "manager", "key_hash": hash_key("pbk_a")}])
     ring = keyring_from({"PITBOSS_KEYS": inline, "PITBOSS_KEYS_FILE": str(path)}, path)
     append_key(path, "alice", "auditor")  # refused beside PITBOSS_KEYS's alice
+    whole = path.read_text()
     remove_keys(path, ["carol"])
     assert ring.find(carol) is None  # revoked
     assert ring.find(bob) is not None  # kept
     assert ring.find("pbk_a") is not None  # the environment's alice, not the file's
+    # Listed again (an edit undone), carol is back: dropped from what was last accepted, not
+    # from what a refused read left.
+    path.write_text(whole)
+    assert ring.find(carol) is not None
+    # A file that says nothing of its keys (no records, a hash ill-written), or one another
+    # user could have written, drops none on its word.
+    for text, mode in (('{"keys": []}\n', 0o600), (whole.replace('"key_hash": "', '"key_hash": "X'),
+                                                    0o600), ("", 0o666)):
+        path.write_text(text)
+        path.chmod(mode)
+        assert ring.find(bob) is not None, text
+        assert ring.find(carol) is not None, text
 
 
 def test_keys_commands_know_the_holders_pitboss_keys_gives(tmp_path, monkeypatch):
@@ -288,11 +302,18 @@ def test_keys_commands_know_the_holders_pitboss_keys_gives(tmp_path, monkeypatch
     # A file given an alice of its own by other means (keys create run without the service's
     # environment): listing it says the service refuses it.
     append_key(path, "alice", "auditor")
+    warning = (f"warning: a service with this PITBOSS_KEYS refuses the key file: PITBOSS_KEYS "
+               f"with {path} names alice more than once: a name is one holder's (revoke or "
+               "rename all but one); it takes no key added to the file until then, and drops "
+               "those removed\n")
     listed = CliRunner().invoke(main, ["keys", "list", "--file", str(path)])
-    assert listed.stderr == (f"warning: a service with this PITBOSS_KEYS refuses the key file: "
-                             f"PITBOSS_KEYS with {path} names alice more than once: a name is "
-                             "one holder's (revoke or rename all but one); it takes no key "
-                             "added to the file until then, and drops those removed\n")
+    assert listed.stderr == warning
+    made = CliRunner().invoke(main, ["keys", "create", "--name", "dave", "--role", "dealer",
+                                     "--file", str(path)])
+    assert made.stderr.startswith(warning)  # dave's key will not work until then
+    revoked = CliRunner().invoke(main, ["keys", "revoke", "--name", "dave", "--file",
+                                        str(path)])
+    assert revoked.stderr == warning
 
 
 def test_a_key_file_others_may_write_is_refused_and_its_new_keys_not_taken(tmp_path):
@@ -334,17 +355,26 @@ def test_a_key_file_a_group_not_the_services_may_write_is_refused(tmp_path, monk
         keyring_from({"PITBOSS_KEYS_FILE": str(path)}, path)
 
 
-def test_a_shoe_key_file_others_may_write_or_another_user_owns_is_refused(tmp_path):
+def test_a_shoe_key_file_others_may_write_or_another_user_owns_is_refused(tmp_path, caplog):
     path = tmp_path / "shoe.key"
     key = load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)})
     path.chmod(0o602)
     with pytest.raises(ShoeKeyError, match=r"may be written by any user \(mode 602\)"):
         load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)})
-    path.chmod(0o620)  # the service's own group
-    assert load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)}) == key
+    path.chmod(0o620)  # the service's own group, which cannot read it: no warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="pitboss.keys"):
+        assert load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)}) == key
+        assert not caplog.records
+        path.chmod(0o640)
+        assert load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)}) == key
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.endswith("is readable by others (mode 640): let only the user this service "
+                         "runs as read it")
     path.chmod(0o600)
     path.write_bytes(b"\xff\xfe")  # no text: said so, not a traceback
-    with pytest.raises(ShoeKeyError, match="must hold 64 hex digits \\(it is not text\\)"):
+    with pytest.raises(ShoeKeyError, match="must hold 64 hex digits \\(it holds bytes other "
+                                           "than ASCII\\)"):
         load_shoe_key({"PITBOSS_SHOE_KEY_FILE": str(path)})
     path.write_text(key.hex())
     if os.geteuid() != 0:
