@@ -533,6 +533,7 @@ def keys_create(name: str, role: str, keys_file: Path | None) -> None:
         # The server would refuse the file (one holder per name), keeping the keys it had.
         raise click.ClickException(f"PITBOSS_KEYS already names {name}: choose another name")
     key = append_key(path, name, role)
+    _warn_of_a_clash(path)
     article = "an" if role[0] in "aeiou" else "a"
     click.echo(f"created {article} {role} key for {name} in {path}; it is shown only now:",
                err=True)

@@ -116,7 +116,7 @@ def _read(path: Path) -> bytes:
         text = content.decode("ascii")
     except UnicodeDecodeError:
         raise ShoeKeyError(f"the shoe key file {path} must hold {KEY_BYTES * 2} hex digits "
-                           "(it is not text)") from None
+                           "(it holds bytes other than ASCII)") from None
     return parse_shoe_key(text, source=str(path))
 
 

@@ -1,6 +1,6 @@
-"""JSON read strictly, for request bodies and key files alike: each member of an object given
-once (Python's reader keeps the last of two silently), and no NaN or Infinity (which it takes,
-and JSON has not)."""
+"""JSON read strictly: each member of an object given once (Python's reader keeps the last of
+two silently), for request bodies and key files alike; and, for request bodies, no NaN or
+Infinity (which Python's reader takes, and JSON has not)."""
 
 from __future__ import annotations
 

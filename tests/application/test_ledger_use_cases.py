@@ -195,6 +195,11 @@ def test_an_opening_repeated_after_a_check_came_in_is_answered_not_refused(
     assert app.open_account("a-nfd", "cashier", "Cafe\u0301") == decomposed
     unchanged(app, lambda: app.open_account("a-new", "cashier", "new", currency="ABC"),
               BetRefused, "R-M1")
+    # A name taken is said so before the currency is looked at (it is the name that is wrong).
+    unchanged(app, lambda: app.open_account("a-again", "cashier", "old", currency="EUX"),
+              AccountExists, "")
+    unchanged(app, lambda: app.open_table("t-again", "manager", "Old", CASINO, currency="EUX"),
+              TableExists, "")
 
 
 def test_a_decision_naming_the_version_it_was_shown_acts_on_exactly_that_version(
