@@ -146,6 +146,12 @@ def one_holder_each(keys: Sequence[ApiKey], source: str) -> None:
                              f"{', '.join(shared[0])} (revoke all but one)")
 
 
+def one_holder_beside(environment: Sequence[ApiKey], from_file: Sequence[ApiKey],
+                      path: Path) -> None:
+    """One holder per name and per key across ``PITBOSS_KEYS`` and the key file together."""
+    one_holder_each([*environment, *from_file], f"PITBOSS_KEYS with {path}")
+
+
 def _parse_records(text: str, *, source: str, most: int | None = KEYS_MAX) -> list[Any]:
     """The file's records; more than ``most`` are refused (None: any number, for a revoke
     that brings a file back under the cap)."""
@@ -306,8 +312,7 @@ class KeyRing:
             try:
                 text = _read_text(self._path) if stamp != missing else ""
                 from_file = parse_keys(text, source=str(self._path))
-                one_holder_each([*self._static, *from_file],
-                                 f"PITBOSS_KEYS with {self._path}")
+                one_holder_beside(self._static, from_file, self._path)
                 self._from_file = self._accepted = from_file
                 self._by_hash = self._index()
             except KeyConfigError as exc:

@@ -37,7 +37,7 @@ from api.auth import (
     KeyConfigError,
     append_key,
     keyring_from,
-    one_holder_each,
+    one_holder_beside,
     parse_keys,
     read_keys,
     remove_keys,
@@ -594,7 +594,7 @@ def _warn_of_a_clash(path: Path) -> None:
     if not beside or not path.exists():
         return
     try:
-        one_holder_each([*beside, *read_keys(path, most=None)], f"PITBOSS_KEYS with {path}")
+        one_holder_beside(beside, read_keys(path, most=None), path)
     except KeyConfigError as exc:
         click.echo(f"warning: a service with this PITBOSS_KEYS refuses the key file: {exc}; "
                    "it takes no key added to the file until then, and drops those removed",
