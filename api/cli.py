@@ -529,11 +529,12 @@ def keys() -> None:
 def keys_create(name: str, role: str, keys_file: Path | None) -> None:
     """Create a key: its hash goes to the key file, the key is printed once."""
     path = keys_file or default_keys_file(os.environ)
-    if name in _environment_holders():
+    beside = _environment_keys()
+    if any(key.name == name for key in beside):
         # The server would refuse the file (one holder per name), keeping the keys it had.
         raise click.ClickException(f"PITBOSS_KEYS already names {name}: choose another name")
     key = append_key(path, name, role)
-    _warn_of_a_clash(path)
+    _warn_of_a_clash(path, beside)
     article = "an" if role[0] in "aeiou" else "a"
     click.echo(f"created {article} {role} key for {name} in {path}; it is shown only now:",
                err=True)
@@ -553,9 +554,10 @@ def keys_list(keys_file: Path | None) -> None:
                    "reads: revoke some (pitboss keys revoke)", err=True)
     for key in listed:
         click.echo(f"{key.name}\t{key.role}")
-    for name, role in _environment_holders().items():
-        click.echo(f"{name}\t{role}\t(PITBOSS_KEYS)")
-    _warn_of_a_clash(path)
+    beside = _environment_keys()
+    for key in beside:
+        click.echo(f"{key.name}\t{key.role}\t(PITBOSS_KEYS)")
+    _warn_of_a_clash(path, beside)
 
 
 @keys.command("revoke")
@@ -568,9 +570,10 @@ def keys_revoke(name: tuple[str, ...], keys_file: Path | None) -> None:
     missing = sorted(set(name) - set(removed))
     for holder in removed:
         click.echo(f"revoked {holder}")
-    _warn_of_a_clash(path)
+    beside = _environment_keys()
+    _warn_of_a_clash(path, beside)
     if missing:
-        elsewhere = sorted(set(missing) & set(_environment_holders()))
+        elsewhere = sorted(set(missing) & {key.name for key in beside})
         raise click.ClickException(
             f"no key named {', '.join(missing)} in {path}"
             + (f"; {', '.join(elsewhere)} in PITBOSS_KEYS, which the service's environment "
@@ -583,14 +586,9 @@ def _environment_keys() -> list[ApiKey]:
     return parse_keys(inline, source="PITBOSS_KEYS") if inline else []
 
 
-def _environment_holders() -> dict[str, str]:
-    return {key.name: key.role for key in _environment_keys()}
-
-
-def _warn_of_a_clash(path: Path) -> None:
-    """Say so when a service with this environment would refuse the key file beside
-    ``PITBOSS_KEYS`` (it then keeps the keys it had that the file still lists)."""
-    beside = _environment_keys()
+def _warn_of_a_clash(path: Path, beside: list[ApiKey]) -> None:
+    """Say so when a service with this environment would refuse the key file beside the keys
+    of ``PITBOSS_KEYS`` (it then keeps the keys it had that the file still lists)."""
     if not beside or not path.exists():
         return
     try:
