@@ -914,10 +914,15 @@ def demo(host: str, port: int, rounds: int, external_database: bool) -> None:
             f"manager's among them) to its key file, and DATABASE_URL or POSTGRES_HOST names "
             f"{external}: unset them to run on the embedded database, or give "
             "--external-database to run the demo there")
+    demo_names = [f"demo-{role}" for role in DEMO_ROLES]
+    taken = sorted({key.name for key in _environment_keys()} & set(demo_names))
+    if taken:  # the server would refuse the key file beside them (one holder per name)
+        raise click.ClickException(f"PITBOSS_KEYS names {', '.join(taken)}, a name the demo "
+                                   "gives its own keys: remove it there, or unset PITBOSS_KEYS")
     settings, head = prepare_service()
     empty = head == 0
     keys_path = default_keys_file(os.environ)
-    remove_keys(keys_path, [f"demo-{role}" for role in DEMO_ROLES])
+    remove_keys(keys_path, demo_names)
     demo_keys = {role: append_key(keys_path, f"demo-{role}", role) for role in DEMO_ROLES}
     env = {**os.environ, "DATABASE_URL": settings.url(), "PITBOSS_KEYS_FILE": str(keys_path),
            "PITBOSS_CREATE_TABLES": "no", "PORT": str(port), "PITBOSS_HOST": host}

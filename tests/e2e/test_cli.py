@@ -543,6 +543,22 @@ def test_the_demo_refuses_a_database_not_its_own_unless_told(tmp_path, monkeypat
     assert not keys.exists()
 
 
+def test_the_demo_refuses_a_pitboss_keys_naming_its_holders(tmp_path, monkeypatch,
+                                                            unused_port):
+    # Its server refused the key file beside PITBOSS_KEYS (one holder per name) and stopped:
+    # "the API server did not start", after the demo keys were written.
+    keys = tmp_path / "keys.jsonl"
+    monkeypatch.setenv("PITBOSS_KEYS_FILE", str(keys))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("PITBOSS_KEYS", json.dumps(
+        [{"name": "demo-dealer", "role": "dealer", "key_hash": hash_key("pbk_d")}]))
+    result = CliRunner().invoke(main, ["demo", "--port", str(unused_port)])
+    assert result.exit_code == 1, result.output
+    assert result.output == ("Error: PITBOSS_KEYS names demo-dealer, a name the demo gives its "
+                             "own keys: remove it there, or unset PITBOSS_KEYS\n")
+    assert not keys.exists()
+
+
 def test_demo_and_serve_refuse_a_port_in_use_before_touching_anything(tmp_path, monkeypatch,
                                                                       unused_port):
     # Another server's health check answered for the demo, which printed its banner and
