@@ -36,6 +36,7 @@ from api.database import DatabaseSettings, check_schema_name, resolve_database
 from api.problems import PROBLEM_JSON, ProblemSchema, register_problem_handlers
 from api.secrets_files import default_keys_file, load_shoe_key
 from api.services import Services, create_tables_wanted, ledger
+from api.throttled_log import ThrottledLog
 from api.views import REPLAYED
 
 logger = logging.getLogger("pitboss.api")
@@ -105,6 +106,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     settings = app.config["DATABASE"] = _database(app)
     app.extensions["pitboss"] = _services(app, settings)
     app.extensions["pitboss.keys"] = _keys(app)
+    app.extensions["pitboss.throttled_log"] = ThrottledLog()
 
     api = PitbossApi(app)
     api.spec.components.security_scheme(

@@ -14,6 +14,7 @@ from marshmallow import Schema, fields
 
 from api.database import DatabaseSettings, DatabaseUnavailable, check_database
 from api.problems import PROBLEM_JSON, ProblemSchema, database_unavailable
+from api.throttled_log import throttled
 from api.views import Blueprint
 
 logger = logging.getLogger("pitboss.api")
@@ -42,7 +43,7 @@ class Health(MethodView):
         try:
             check_database(settings, timeout_s=current_app.config["HEALTH_DB_TIMEOUT_S"])
         except DatabaseUnavailable as exc:
-            logger.warning("health check: %s", exc)
+            throttled().warning(logger, "health checks", "health check: %s", exc)
             return database_unavailable("The database does not answer; the service's log "
                                         "says why.")
         return {"status": "ok"}

@@ -36,6 +36,7 @@ from marshmallow import Schema, fields
 from werkzeug.exceptions import HTTPException
 
 from api.schemas import RULING_MOVES_CHIPS
+from api.throttled_log import throttled
 from ledger.errors import InvariantBroken, LedgerError
 
 logger = logging.getLogger("pitboss.api")
@@ -104,11 +105,12 @@ def _log_refusal(detail: str) -> None:
     who = g.get("principal")
     path = json.dumps(request.path)  # one way of quoting, whatever the path holds
     if who is not None:
-        refusals.warning("refused %s %s to %s (%s): %s", request.method, path, who.name,
-                         who.role, detail)
+        throttled().warning(refusals, f"refusals of {who.name}", "refused %s %s to %s (%s): %s",
+                            request.method, path, who.name, who.role, detail)
     elif g.get("refused_key") is not None:
-        refusals.warning("refused %s %s: a key no holder has (sha256 %s…)", request.method,
-                         path, g.refused_key)
+        throttled().warning(refusals, "refusals of unknown keys",
+                            "refused %s %s: a key no holder has (sha256 %s…)", request.method,
+                            path, g.refused_key)
 
 
 def http_exception_problem(error: HTTPException) -> Response:
@@ -255,7 +257,8 @@ def persistence_problem(error: PersistenceError) -> Response:
         return problem(409, "Conflict", "Another request changed this first; nothing was "
                        "changed. Look at the current state and decide again.",
                        error="Conflict")
-    logger.warning("database unavailable: %s", type(error).__name__, exc_info=error)
+    throttled().warning(logger, "the database's unavailability", "database unavailable: %s",
+                        type(error).__name__, exc_info=error)
     return database_unavailable("The database did not answer in time or is busy; the request "
                                 "may not have been recorded. Retry it with the same "
                                 "Idempotency-Key.")

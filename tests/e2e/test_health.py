@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from api.app import create_app
 from api.database import DatabaseSettings
 from api.problems import PROBLEM_JSON
+from api.throttled_log import LINES_PER_WINDOW
 
 
 @pytest.fixture
@@ -44,6 +47,12 @@ def test_healthz_answers_503_problem_details_when_the_database_is_unreachable(un
                if r.getMessage().startswith("health check: ")]
     assert f"127.0.0.1:{unused_port}" in said
     assert "s3cret" not in said
+    # A probe every few seconds through an outage wrote a warning each.
+    for _ in range(LINES_PER_WINDOW + 3):
+        assert client.get("/healthz").status_code == 503
+    told = [m for m in map(logging.LogRecord.getMessage, caplog.records) if "health check" in m]
+    assert len(told) == LINES_PER_WINDOW + 1, told
+    assert told[-1].startswith(f"more than {LINES_PER_WINDOW} warnings of health checks in")
 
 
 @pytest.mark.parametrize("path", ["/no/such/thing", "/rounds/not-a-uuid"])

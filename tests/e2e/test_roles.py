@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from api.auth import ROLES, hash_key
+from api.throttled_log import LINES_PER_WINDOW
 from tests.e2e.conftest import NAMES, Http, problem_of
 from tests.e2e.routes import MUTATING, fill, routes
 
@@ -132,6 +133,24 @@ def test_a_refused_request_is_logged_naming_who_tried(http, caplog):
         """refused GET "/accounts/O'Brien\\nforged": a key no holder has (sha256 """
         f"{hash_key('pbk_revoked')[:12]}…)",
         f'refused GET "/whoami": a key no holder has (sha256 {hash_key("k" * 300)[:12]}…)']
+
+
+def test_a_flood_of_refused_keys_is_counted_without_hiding_a_holders_refusal(http, caplog):
+    # A client sending unknown keys wrote a warning per request, as fast as it could send.
+    with caplog.at_level(logging.WARNING, logger="pitboss.auth"):
+        for n in range(LINES_PER_WINDOW + 5):
+            problem_of(http.request("GET", "/whoami", role=None,
+                                    headers={"Authorization": f"Bearer pbk_guess{n}"}), 401)
+        problem_of(http.post(f"/rounds/{uuid.uuid4()}/void", {"reason": "x"}, role="dealer"),
+                   403)
+    said = [r.getMessage() for r in caplog.records if r.name == "pitboss.auth"]
+    assert len(said) == LINES_PER_WINDOW + 2, said
+    assert said[LINES_PER_WINDOW - 1].startswith('refused GET "/whoami": a key no holder has')
+    assert said[LINES_PER_WINDOW] == (
+        f"more than {LINES_PER_WINDOW} warnings of refusals of unknown keys in 60 s: the next "
+        "are counted, and their number logged with the first one after that")
+    assert said[-1].startswith('refused POST "/rounds/')
+    assert f'to {NAMES["dealer"]} (dealer)' in said[-1]
 
 
 def test_views_carry_the_roles_of_the_table(app):

@@ -1,0 +1,60 @@
+"""Warnings a caller can cause at will are throttled by source, and none goes uncounted."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from api.throttled_log import ThrottledLog
+
+log = logging.getLogger("pitboss.test.throttled")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def said(caplog):
+    caplog.set_level(logging.WARNING, logger=log.name)
+    return lambda: [r.getMessage() for r in caplog.records if r.name == log.name]
+
+
+def test_a_flood_from_one_source_is_counted_not_logged_and_others_are_heard(said):
+    clock = Clock()
+    throttle = ThrottledLog(lines_per_window=3, window_s=60, clock=clock)
+    for n in range(8):
+        throttle.warning(log, "refusals of eve", "refused eve %d", n)
+    throttle.warning(log, "refusals of bob", "refused bob")  # another source: its own lines
+    clock.now += 59
+    throttle.warning(log, "refusals of eve", "refused eve late")  # same window: counted
+    assert said() == ["refused eve 0", "refused eve 1", "refused eve 2",
+                      "more than 3 warnings of refusals of eve in 60 s: the next are counted, "
+                      "and their number logged with the first one after that",
+                      "refused bob"]
+    clock.now += 1  # a new window: the count comes before its first line
+    throttle.warning(log, "refusals of eve", "refused eve again")
+    assert said()[5:] == ["6 more warnings of refusals of eve were not logged in the 60 s "
+                          "before this one", "refused eve again"]
+    throttle.warning(log, "refusals of eve", "refused eve once more")  # nothing left untold
+    assert said()[7:] == ["refused eve once more"]
+
+
+def test_the_sources_it_remembers_are_bounded(said):
+    clock = Clock()
+    throttle = ThrottledLog(lines_per_window=1, window_s=60, sources_max=2, clock=clock)
+    for source in ("a", "b", "a", "c"):  # c makes three: b, heard from least lately, goes
+        throttle.warning(log, source, "from %s", source)
+    throttle.warning(log, "b", "from b again")  # forgotten, so heard again
+    throttle.warning(log, "c", "from c again")  # remembered: its line was used
+    assert said() == ["from a", "from b",
+                      "more than 1 warnings of a in 60 s: the next are counted, and their "
+                      "number logged with the first one after that",
+                      "from c", "from b again",
+                      "more than 1 warnings of c in 60 s: the next are counted, and their "
+                      "number logged with the first one after that"]
