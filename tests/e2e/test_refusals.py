@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import logging
 import re
 import sys
 import threading
@@ -14,11 +15,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from eventsourcing.persistence import OperationalError
 from werkzeug.test import TestResponse
 
 from api.app import create_app
 from api.auth import ApiKey, hash_key
 from api.database import parse_database_url
+from api.problems import persistence_problem
+from api.throttled_log import LINES_PER_WINDOW
 from ledger.sealing import ShoeSealer
 from tests.e2e.conftest import KEYS, NAMES, Desk, Http, problem_of
 from tests.faults import PausingLedger, undecodable
@@ -632,6 +636,17 @@ def test_a_database_that_does_not_answer_is_503(database):
     response = Http(app.test_client()).get(f"/tables/{uuid.uuid4()}", role="dealer")
     problem_of(response, 503)
     assert response.headers["Retry-After"] == "1"
+
+
+def test_an_outage_logs_a_few_tracebacks_a_minute_not_one_each_answer(app, caplog):
+    # Every 503 logged its traceback: terminals retrying through an outage filled the log.
+    with app.test_request_context(), caplog.at_level(logging.WARNING, logger="pitboss.api"):
+        for _ in range(LINES_PER_WINDOW + 2):
+            assert persistence_problem(OperationalError("gone")).status_code == 503
+    told = [r for r in caplog.records if r.name == "pitboss.api"]
+    assert [r.exc_info is not None for r in told] == [True] * LINES_PER_WINDOW + [False]
+    assert told[-1].getMessage().startswith(f"more than {LINES_PER_WINDOW} warnings of the "
+                                            "database's unavailability in 60 s")
 
 
 def test_a_broken_invariant_is_the_one_500_and_says_nothing_of_its_cause(desk):
