@@ -79,6 +79,7 @@ from ledger.errors import (
     AccountExists,
     BetRefused,
     Conflict,
+    CurrencyRefused,
     DealRefused,
     DecisionRefused,
     InsufficientChips,
@@ -95,8 +96,7 @@ from ledger.errors import (
     TableExists,
     TableOpen,
 )
-from ledger.money import CURRENCIES, Movement, movements, net_movements
-from ledger.money import HOUSE as HOUSE_KEY
+from ledger.money import CURRENCIES, HOUSE_KEY, Movement, movements, net_movements
 from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
@@ -1633,17 +1633,16 @@ def _check_reason(reason: str, rule: str) -> None:
 def _check_currency(currency: str) -> None:
     if not (isinstance(currency, str) and len(currency) == 3 and currency.isascii()
             and currency.isalpha() and currency.isupper()):
-        raise BetRefused("A currency is a three-letter ISO code such as EUR.", "R-M1",
-                         field="currency")
+        raise CurrencyRefused("A currency is a three-letter ISO code such as EUR.")
 
 
 def _check_known_currency(currency: str) -> None:
     """Checked when a table or an account is opened in ``currency``: a typo would open one
     whose currency cannot be changed (tables and accounts stored before keep theirs)."""
     if currency not in CURRENCIES:
-        raise BetRefused(f"{currency} is no ISO 4217 currency code with a minor unit (a typo "
-                         "for one?); a table's or account's currency cannot be changed once "
-                         "opened.", "R-M1", field="currency")
+        raise CurrencyRefused(f"{currency} is no ISO 4217 currency code with a minor unit (a "
+                              "typo for one?); a table's or account's currency cannot be "
+                              "changed once opened.")
 
 
 def _page(limit: int) -> int:

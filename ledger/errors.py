@@ -36,7 +36,15 @@ class RuleSetInvalid(LedgerError):
 
 
 class BetRefused(LedgerError):
-    """A stake breaks a table limit or a betting rule (R-C8, R-X14, R-M1)."""
+    """A stake breaks a table limit or a betting rule (R-C8, R-X14), or is in chips of
+    another currency than the table's (R-M1)."""
+
+
+class CurrencyRefused(LedgerError):
+    """A table or an account is to be opened in no currency the ledger knows (R-M1)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "R-M1", field="currency")
 
 
 class NameRefused(LedgerError):

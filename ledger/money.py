@@ -1,9 +1,11 @@
 """Chip movements implied by a round's facts (R-M3, R-M4): pure, checked to sum to zero.
 
 A :class:`Movement` changes one account's ``held`` and ``available`` chips. The
-house of the table is the account named :data:`HOUSE`. For every fact, the
+house of the table is the account named :data:`HOUSE_KEY`. For every fact, the
 movements it implies sum to zero across all accounts: chips are only moved,
 never made or lost, inside a round.
+
+It also holds the currencies a table or an account may be opened in (ISO 4217, R-M1).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import NamedTuple
 from ledger.engine import facts as f
 from ledger.errors import InvariantBroken
 
-HOUSE = ""  # the account key of the table's house
+HOUSE_KEY = ""  # the account key of the table's house
 
 # The alphabetic codes of ISO 4217 that have a minor unit (R-M1 counts amounts in it; not
 # XXX, XTS, the metals or the units of account), those in use (to amendment 179, 2025) and
@@ -44,7 +46,7 @@ def _hold(bettor: str, amount: int) -> dict[str, Movement]:
 
 
 def movements(fact: f.Fact) -> dict[str, Movement]:
-    """The movements one fact implies, by account key (a bettor, or HOUSE)."""
+    """The movements one fact implies, by account key (a bettor, or HOUSE_KEY)."""
     if isinstance(fact, f.StakePlaced):
         return _hold(fact.bettor, fact.amount)
     if isinstance(fact, f.StakeWithdrawn):
@@ -55,20 +57,20 @@ def movements(fact: f.Fact) -> dict[str, Movement]:
         return _hold(fact.bettor, fact.amount)
     if isinstance(fact, f.StakeSettled):
         return {fact.bettor: Movement(-fact.held, fact.released + fact.won),
-                HOUSE: Movement(0, fact.lost - fact.won)}
+                HOUSE_KEY: Movement(0, fact.lost - fact.won)}
     if isinstance(fact, f.RoundVoided):
         out: dict[str, Movement] = {}
         for bettor, amount in fact.released.items():
             _add(out, bettor, Movement(-amount, amount))
         for bettor, amount in fact.reversals.items():
             _add(out, bettor, Movement(0, amount))
-            _add(out, HOUSE, Movement(0, -amount))
+            _add(out, HOUSE_KEY, Movement(0, -amount))
         return out
     if isinstance(fact, f.RulingRecorded):
         out = {}
         for player, amount in fact.adjustments.items():
             _add(out, player, Movement(0, amount))
-            _add(out, HOUSE, Movement(0, -amount))
+            _add(out, HOUSE_KEY, Movement(0, -amount))
         return out
     return {}
 

@@ -62,9 +62,6 @@ class RuleSet:
     def __post_init__(self) -> None:
         _check_rules(self)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> RuleSet:
-        return self  # immutable
-
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready content; ratios as two-element lists."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -122,9 +119,6 @@ class TableLimits:
         if self.table_max > AMOUNT_MAX:
             raise RuleSetInvalid("table_max", f"it exceeds the largest supported amount "
                                  f"({AMOUNT_MAX})", _LIMITS)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> TableLimits:
-        return self  # immutable
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)

@@ -1,7 +1,8 @@
 """The shoe: an unbiased shuffle, the cut card and the commitment (R-H1..R-H4).
 
-Production code shuffles with :meth:`Shoe.shuffle` (``secrets.randbelow``,
-Fisher–Yates). A shoe is rebuilt from a recorded order only when the ledger
+The ledger shuffles with :func:`fresh_order` (``secrets.randbelow`` unless a test steers it,
+Fisher–Yates) and places the cut with :func:`cut_position`; :meth:`Shoe.shuffle` does both at
+once, for tests and benchmarks. A shoe is rebuilt from a recorded order only when the ledger
 resumes a stored shoe or a replay re-deals recorded cards.
 """
 
@@ -148,5 +149,6 @@ class Shoe:
         return self._order[position]
 
     def reveal(self) -> tuple[Card, ...]:
-        """The whole order, for the shoe's retirement (R-H2)."""
+        """The whole order (R-H2). The ledger reveals a retired shoe from its sealed order,
+        which the shoe's record keeps; this is the order a test or a replay dealt from."""
         return self._order

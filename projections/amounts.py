@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ledger.aggregates.round import Round
 from ledger.engine import facts as f
-from ledger.money import HOUSE, movements
+from ledger.money import HOUSE_KEY, movements
 
 # Facts that put chips at risk (or take them back before the deal): they move chips from
 # available to held and nothing else.
@@ -60,9 +60,9 @@ def money_of(fact: f.Fact) -> Money:
     moved = movements(fact)
     if not moved:
         return NONE
-    house = moved[HOUSE].available if HOUSE in moved else 0
-    held = sum(m.held for key, m in moved.items() if key != HOUSE)
-    available = sum(m.available for key, m in moved.items() if key != HOUSE)
+    house = moved[HOUSE_KEY].available if HOUSE_KEY in moved else 0
+    held = sum(m.held for key, m in moved.items() if key != HOUSE_KEY)
+    available = sum(m.available for key, m in moved.items() if key != HOUSE_KEY)
     if isinstance(fact, STAKE_FACTS):
         return Money(staked=held, house=house, held=held)
     return Money(paid=available, house=house, held=held)

@@ -12,7 +12,6 @@ so the machine never touches randomness or I/O.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator
 from math import gcd
 from typing import Any, NamedTuple
@@ -100,12 +99,6 @@ class Hand:
         self.split_aces = False
         self.status = LIVE
 
-    def copy(self) -> Hand:
-        new = Hand(dict(self.stakes), list(self.cards))
-        new.doubled, new.done, new.stood = self.doubled, self.done, self.stood
-        new.split_aces, new.status = self.split_aces, self.status
-        return new
-
 
 class Box:
     __slots__ = ("bettors", "hands", "initial", "number", "order", "was_split")
@@ -121,13 +114,6 @@ class Box:
     @property
     def owner(self) -> str:
         return self.bettors[0]
-
-    def copy(self) -> Box:
-        new = Box(self.number)
-        new.bettors, new.initial = list(self.bettors), dict(self.initial)
-        new.hands, new.order = [h.copy() for h in self.hands], list(self.order)
-        new.was_split = self.was_split
-        return new
 
 
 class Pending(NamedTuple):
@@ -184,27 +170,6 @@ class RoundMachine:
         self._turn: tuple[int, int] | bool | None = False  # turn() cache; False: unknown
         self._initial_cards_left = 0
         self.betting_changes_max: int | None = BETTING_CHANGES_MAX
-
-    # Attributes that hold mutable containers, and how a copy gets its own.
-    _COPIED = ("boxes", "box_order", "dealer", "dealer_positions", "insurance", "open_stakes",
-               "results", "rulings", "_sink", "_out")
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> RoundMachine:
-        """A copy that shares only immutable parts (rules, limits, facts, tuples).
-
-        The event store's cache hands a copy of a cached round to every command; a
-        generic deepcopy of the machine costs more than the command itself.
-        """
-        new = copy.copy(self)
-        new.boxes = {n: b.copy() for n, b in self.boxes.items()}
-        new.box_order = list(self.box_order)
-        new.dealer, new.dealer_positions = list(self.dealer), list(self.dealer_positions)
-        new.insurance, new.results = dict(self.insurance), dict(self.results)
-        new.open_stakes = dict(self.open_stakes)
-        new.rulings = list(self.rulings)
-        new._sink, new._out = new.apply, []
-        memo[id(self)] = new
-        return new
 
     # ------------------------------------------------------------------ reading
 

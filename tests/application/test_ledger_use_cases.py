@@ -27,6 +27,7 @@ from ledger.engine.readjudicate import readjudicate
 from ledger.errors import (
     AccountExists,
     BetRefused,
+    CurrencyRefused,
     DecisionRefused,
     InsufficientChips,
     LedgerError,
@@ -705,7 +706,7 @@ def test_a_player_has_one_account(make_ledger: MakeLedger) -> None:
 def test_a_currency_is_a_three_letter_iso_code(make_ledger: MakeLedger, currency: str) -> None:
     app = make_ledger()
     unchanged(app, lambda: app.open_account("a", "cashier", "P9", currency=currency),
-              BetRefused, "R-M1")
+              CurrencyRefused, "R-M1")
 
 
 @pytest.mark.parametrize("after", [True, -1, 1.5, "1", 10**9 + 1])

@@ -767,7 +767,7 @@ def test_a_currency_no_iso_code_names_is_refused_and_opens_nothing(http, role, p
     # An account opened in EUX (a typo for EUR) took chips that no table would take, and could
     # neither be opened again in EUR nor change its currency.
     problem = problem_of(http.post(path, {**body, "currency": "EUX"}, role=role), 422)
-    assert problem["rule"] == "R-M1"
+    assert (problem["error"], problem["rule"]) == ("CurrencyRefused", "R-M1")
     assert problem["errors"] == {"currency": [
         "EUX is no ISO 4217 currency code with a minor unit (a typo for one?); a table's or "
         "account's currency cannot be changed once opened."]}
