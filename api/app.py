@@ -26,9 +26,11 @@ from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from apispec import BasePlugin
 from flask import Flask, Response, g, request
 from flask_smorest import Api
 from flask_smorest.utils import prepare_response
+from marshmallow import fields
 
 from api import accounts, audit, health, reports, session, supervision, tables
 from api.auth import KeyRing, keyring_from
@@ -91,6 +93,40 @@ class PitbossApi(Api):  # type: ignore[misc]  # flask-smorest carries no types
         self.spec.components.response("DEFAULT_ERROR", default, lazy=True)
 
 
+class _OperationNames(BasePlugin):
+    """Each operation named as its view is (``operationId``: ``start_round``, not a client
+    generator's ``post_tables_table_id_rounds``), and described with the roles it admits."""
+
+    def __init__(self, app: Flask) -> None:
+        self._app = app
+
+    def operation_helper(self, path: str | None = None, operations: dict[str, Any] | None = None,
+                         **kwargs: Any) -> None:
+        rule = kwargs.get("rule")
+        if rule is None or not operations:
+            return
+        view = self._app.view_functions[rule.endpoint]
+        view_class = getattr(view, "view_class", None)
+        name = rule.endpoint.rpartition(".")[2]
+        for method, operation in operations.items():
+            function = getattr(view_class, method) if view_class is not None else view
+            operation["operationId"] = name.lower() if view_class is not None else name
+            roles = getattr(function, "pitboss_roles", None)
+            who = ("Roles: " + ", ".join(sorted(roles)) + "." if roles
+                   else "Anyone may call it, without a key.")
+            operation["description"] = "\n\n".join(
+                part for part in (operation.get("description"), who) if part)
+
+
+def _nullable_reference(self: Any, field: fields.Field[Any], ret: dict[str, Any]) -> dict[str, Any]:
+    """A nested schema that may be null as OpenAPI 3.0 client generators read it: apispec's
+    ``anyOf`` of the schema and "any object or null" let them type it as any object."""
+    if field.allow_none and len(ret.get("anyOf", ())) == 2 and \
+            ret["anyOf"][0] == {"type": "object", "nullable": True}:
+        return {"allOf": [ret.pop("anyOf")[1]], "nullable": True}
+    return {}
+
+
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """Build the Flask application.
 
@@ -108,7 +144,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions["pitboss.keys"] = _keys(app)
     app.extensions["pitboss.throttled_log"] = ThrottledLog()
 
-    api = PitbossApi(app)
+    api = PitbossApi(app, spec_kwargs={"extra_plugins": (_OperationNames(app),)})
+    api.ma_plugin.converter.add_attribute_function(_nullable_reference)
     api.spec.components.security_scheme(
         "bearerAuth", {"type": "http", "scheme": "bearer",
                        "description": "An API key: `pitboss keys create --name N --role R`."})

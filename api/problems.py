@@ -156,8 +156,10 @@ def http_exception_problem(error: HTTPException) -> Response:
         cap = current_app.config["MAX_CONTENT_LENGTH"]
         detail = f"The body is larger than the {cap // 1024} KiB a request may hold."
         extensions["errors"] = {"body": [detail]}
-    return problem(status, error.name, detail, error=type(error).__name__, headers=headers,
-                   **extensions)
+    # The title in words of the type, as for the ledger's refusals (werkzeug's NotFound is
+    # "Not Found", the ledger's "Not found"): one title for each type (RFC 7807).
+    kind = type(error).__name__
+    return problem(status, _words(kind), detail, error=kind, headers=headers, **extensions)
 
 
 _SCHEMA_PROBLEMS = {400: "MalformedRequest", 415: "UnsupportedMediaType"}
@@ -243,7 +245,7 @@ def ledger_error_problem(error: LedgerError) -> Response:
 
 def invariant_problem(error: InvariantBroken) -> Response:
     logger.error("a ledger invariant is broken", exc_info=error)
-    return problem(500, "Internal server error",
+    return problem(500, "Invariant broken",
                    "The ledger found a broken guarantee and refused to continue; the event "
                    "has been logged for the operators. If the stored record itself is at "
                    "fault, an auditor finds where: walk the hash chain (GET /audit/chain) and "

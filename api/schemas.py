@@ -241,7 +241,7 @@ class VersionTag(fields.Field[int]):
 
 class RoundCommandHeaderSchema(IdempotencyHeaderSchema):
     expected = VersionTag(
-        data_key="If-Match", load_default=None,
+        data_key="If-Match",
         metadata={"type": "string", "example": '"7"',
                   "pattern": r'^("[1-9][0-9]{0,8}"|[1-9][0-9]{0,8})$',
                   "description": "The round version the terminal shows (``round.version``): "

@@ -176,7 +176,7 @@ def round_command(bp: Blueprint, name: str, path: str, schema: type[Schema] | No
     right after it (the ledger keeps that version at hand: no second read)."""
 
     def view(*args: Any, round_id: UUID, request_id: str,
-             expected: int | None) -> dict[str, Any]:
+             expected: int | None = None) -> dict[str, Any]:
         body: dict[str, Any] = args[0] if args else {}
         led = ledger()
         result = run(led, request_id, actor(), round_id, body, expected)

@@ -89,8 +89,10 @@ def problem_of(response: TestResponse, status: int) -> dict[str, Any]:
     body: dict[str, Any] = response.get_json(force=True)
     assert body["status"] == status
     assert {"type", "title", "detail", "error", "rule"} <= set(body)  # one shape for all
-    assert body["type"] == "urn:pitboss:problem:" + re.sub(
-        r"(?<!^)(?=[A-Z])", "-", body["error"]).lower()
+    words = re.sub(r"(?<!^)(?=[A-Z])", " ", body["error"]).split()
+    assert body["type"] == "urn:pitboss:problem:" + "-".join(words).lower()
+    # One title for each type (RFC 7807): the HTTP layer's NotFound said "Not Found".
+    assert body["title"] == " ".join([words[0], *(w.lower() for w in words[1:])])
     return body
 
 

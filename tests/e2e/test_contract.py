@@ -149,3 +149,48 @@ def test_the_document_declares_the_statuses_and_headers_every_route_may_answer()
             assert {"413", "415"} <= declared, (method, path)
     health = doc["paths"]["/healthz"]["get"]["responses"]["503"]
     assert "Retry-After" in health["headers"]
+
+
+def _every_property(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _every_property(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _every_property(value)
+
+
+def test_a_generated_client_gets_names_roles_and_types_it_can_use() -> None:
+    app = _document_only_app()
+    doc = app.test_client().get("/openapi.json").get_json()
+    # Without operationId, generators named methods after paths (post_tables_table_id_rounds).
+    named = {(method.upper(), path): op["operationId"] for path, item in doc["paths"].items()
+             for method, op in item.items() if method in ("get", "post")}
+    assert len(set(named.values())) == len(named)
+    assert named["POST", "/tables/{table_id}/rounds"] == "start_round"
+    assert named["GET", "/healthz"] == "health"
+    # Who may call each operation, which a client learnt from a 403.
+    guarded = 0
+    for rule in app.url_map.iter_rules():
+        view = app.view_functions[rule.endpoint]
+        roles = getattr(view, "pitboss_roles", None)
+        if roles is not None:
+            guarded += 1
+            path = rule.rule.replace("<uuid:", "{").replace("<int(signed=True):", "{") \
+                .replace("<", "{").replace(">", "}")
+            (method,) = (rule.methods or set()) - {"HEAD", "OPTIONS"}
+            description = doc["paths"][path][method.lower()]["description"]
+            assert description.endswith("Roles: " + ", ".join(sorted(roles)) + "."), path
+    assert guarded == len(named) - 1  # all but /healthz
+    # A round's turn and pending may be null: typed as "any object" (apispec's anyOf with
+    # {"type": "object", "nullable": true}), generated models refused every round.
+    state = doc["components"]["schemas"]["RoundState"]["properties"]
+    assert state["turn"] == {"allOf": [{"$ref": "#/components/schemas/Turn"}],
+                             "nullable": True}
+    assert not [p for p in _every_property(doc)
+                if {"type": "object", "nullable": True} in p.get("anyOf", [])]
+    # If-Match was "nullable, default null": a client sent the header "null".
+    (if_match,) = [p for p in doc["paths"]["/rounds/{round_id}/hit"]["post"]["parameters"]
+                   if p["name"] == "If-Match"]
+    assert not {"nullable", "default"} & set(if_match["schema"])
