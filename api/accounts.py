@@ -8,6 +8,7 @@ from typing import Any
 from api.auth import AUDITOR, CASHIER, MANAGER
 from api.schemas import (
     NOT_A_PLAYER_ID,
+    PLAYER_IN_PATH,
     PLAYER_PATTERN,
     AccountSchema,
     AmountSchema,
@@ -35,7 +36,7 @@ def open_account(body: dict[str, Any], request_id: str) -> dict[str, Any]:
     return led.balance(body["player"])
 
 
-@blp.route("/accounts/<player>/buy-in", methods=["POST"])
+@blp.route("/accounts/<player>/buy-in", methods=["POST"], parameters=[PLAYER_IN_PATH])
 @guard(blp, CASHIER, mutating=True)
 @blp.arguments(AmountSchema())
 @blp.response(200, AccountSchema)
@@ -44,7 +45,7 @@ def buy_in(body: dict[str, Any], player: str, request_id: str) -> dict[str, Any]
     return ledger().buy_in(request_id, actor(), player_id(player), body["amount"])
 
 
-@blp.route("/accounts/<player>/cash-out", methods=["POST"])
+@blp.route("/accounts/<player>/cash-out", methods=["POST"], parameters=[PLAYER_IN_PATH])
 @guard(blp, CASHIER, mutating=True)
 @blp.arguments(AmountSchema())
 @blp.response(200, AccountSchema)
@@ -53,7 +54,7 @@ def cash_out(body: dict[str, Any], player: str, request_id: str) -> dict[str, An
     return ledger().cash_out(request_id, actor(), player_id(player), body["amount"])
 
 
-@blp.route("/accounts/<player>", methods=["GET"])
+@blp.route("/accounts/<player>", methods=["GET"], parameters=[PLAYER_IN_PATH])
 @guard(blp, *READERS)
 @blp.response(200, AccountSchema)
 def balance(player: str) -> dict[str, Any]:
@@ -61,7 +62,7 @@ def balance(player: str) -> dict[str, Any]:
     return ledger().balance(player_id(player))
 
 
-@blp.route("/accounts/<player>/entries", methods=["GET"])
+@blp.route("/accounts/<player>/entries", methods=["GET"], parameters=[PLAYER_IN_PATH])
 @guard(blp, *READERS)
 @blp.arguments(EntriesQuerySchema(), location="query", unknown="raise")
 @blp.response(200, EntriesPageSchema)

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from api.auth import AUDITOR, MANAGER
 from api.schemas import (
+    VERSION_IN_PATH,
     AccountSchema,
     ChainHeadSchema,
     ChainQuerySchema,
@@ -43,7 +44,8 @@ def round_events(round_id: UUID) -> list[dict[str, Any]]:
     return ledger().round_events(round_id)
 
 
-@blp.route("/rounds/<uuid:round_id>/versions/<int(signed=True):version>", methods=["GET"])
+@blp.route("/rounds/<uuid:round_id>/versions/<int(signed=True):version>", methods=["GET"],
+           parameters=[VERSION_IN_PATH])
 @guard(blp, *AUDITORS)
 @blp.response(200, RoundStateSchema)
 def round_at(round_id: UUID, version: int) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from api.auth import AUDITOR, MANAGER
 from api.schemas import FindingsSchema, Out, QueryBoolean, page_limit, player, printable
 from api.services import ledger, services
 from api.views import Blueprint, guard
+from ledger.aggregates.account import HOUSE, PLAYER
 from projections.rounds import STATUSES
 from projections.settings import (
     BALANCES_PAGE_MAX,
@@ -109,26 +110,26 @@ STAKED = ("Chips put at risk: stakes, doubles, splits, matches and insurance, le
 PAID = ("Chips handed to bettors, gross: stakes released (a push, a surrender's half, a void) "
         "and won stakes coming back, winnings paid on top, and what rulings give players; "
         "less what a void takes back (even money already paid) and what rulings take.")
-HOUSE = ("The house's result: stakes lost less winnings paid, plus what a void takes back, "
+HOUSE_RESULT = ("The house's result: stakes lost less winnings paid, plus what a void takes back, "
          "less what rulings give players (plus what they take); positive when the house won.")
 
 
 class RoundIndexSchema(Out):
-    round_id = fields.String(required=True)
-    table_id = fields.String(required=True)
+    round_id = fields.String(required=True, metadata={"format": "uuid"})
+    table_id = fields.String(required=True, metadata={"format": "uuid"})
     table_name = fields.String(required=True, allow_none=True)
     round_no = fields.Integer(required=True)
-    started_at = fields.String(required=True, allow_none=True)
-    ended_at = fields.String(required=True, allow_none=True)
+    started_at = fields.String(required=True, allow_none=True, metadata={"format": "date-time"})
+    ended_at = fields.String(required=True, allow_none=True, metadata={"format": "date-time"})
     rules_hash = fields.String(required=True, allow_none=True)
     rules_name = fields.String(required=True, allow_none=True)
     rules_version = fields.Integer(required=True, allow_none=True)
     currency = fields.String(required=True, allow_none=True)
-    status = fields.String(required=True)
+    status = fields.String(required=True, metadata={"enum": list(STATUSES)})
     players = fields.List(fields.String(), required=True)
     total_staked = fields.Integer(required=True, metadata={"description": STAKED})
     total_paid = fields.Integer(required=True, metadata={"description": PAID})
-    house_result = fields.Integer(required=True, metadata={"description": HOUSE})
+    house_result = fields.Integer(required=True, metadata={"description": HOUSE_RESULT})
     held = fields.Integer(required=True, metadata={
         "description": "Chips the round holds now (0 once it is settled or voided). "
                        "total_staked - total_paid - house_result = held."})
@@ -145,11 +146,11 @@ class RoundPageSchema(Out):
 
 
 class BalanceSchema(Out):
-    account_id = fields.String(required=True)
+    account_id = fields.String(required=True, metadata={"format": "uuid"})
     owner = fields.String(required=True)
-    kind = fields.String(required=True)
+    kind = fields.String(required=True, metadata={"enum": [PLAYER, HOUSE]})
     currency = fields.String(required=True)
-    table_id = fields.String(required=True, allow_none=True)
+    table_id = fields.String(required=True, allow_none=True, metadata={"format": "uuid"})
     available = fields.Integer(required=True)
     held = fields.Integer(required=True)
     total = fields.Integer(required=True)
@@ -165,10 +166,10 @@ class BalancePageSchema(Out):
 
 
 class HouseResultSchema(Out):
-    table_id = fields.String(required=True)
+    table_id = fields.String(required=True, metadata={"format": "uuid"})
     table_name = fields.String(required=True, allow_none=True)
     currency = fields.String(required=True, allow_none=True)
-    house_account_id = fields.String(required=True, allow_none=True)
+    house_account_id = fields.String(required=True, allow_none=True, metadata={"format": "uuid"})
     result = fields.Integer(required=True)
     version = fields.Integer(required=True)
     last_notification_id = fields.Integer(required=True, allow_none=True)
@@ -179,6 +180,7 @@ class BalanceCheckSchema(FindingsSchema):
         "description": "Findings the earlier parts of this check made (by the cursor); ok is "
                        "true only when there are none there or here."})
     began_at = fields.String(required=True, metadata={
+        "format": "date-time",
         "description": "When the first part of this check ran (ISO 8601, UTC): ok speaks for "
                        "the check from then; a cursor kept from an earlier check shows as "
                        "that check's."})
@@ -197,12 +199,12 @@ class HousePageSchema(Out):
 
 
 class TableDaySchema(Out):
-    table_id = fields.String(required=True)
+    table_id = fields.String(required=True, metadata={"format": "uuid"})
     table_name = fields.String(required=True, allow_none=True)
     currency = fields.String(required=True, allow_none=True)
     gaming_day = fields.String(required=True, metadata={"format": "date"})
-    starts_at = fields.String(required=True)
-    ends_at = fields.String(required=True)
+    starts_at = fields.String(required=True, metadata={"format": "date-time"})
+    ends_at = fields.String(required=True, metadata={"format": "date-time"})
     no_activity = fields.Boolean(required=True, metadata={
         "description": "The table was open on the day (as far as the view has read the log), "
                        "and no round started, settled or was voided and no chips moved; a "
@@ -216,7 +218,7 @@ class TableDaySchema(Out):
     paid_out = fields.Integer(required=True, metadata={
         "description": f"Over the day's rounds, voided ones included: {PAID}"})
     house_win = fields.Integer(required=True, metadata={
-        "description": f"Over the day's rounds: {HOUSE}"})
+        "description": f"Over the day's rounds: {HOUSE_RESULT}"})
     held_at_day_end = fields.Integer(required=True, metadata={
         "description": "Chips the table's rounds held at the day's end: staked - paid_out - "
                        "house_win over every day so far."})

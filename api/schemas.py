@@ -16,13 +16,15 @@ from typing import Any, Final
 import marshmallow
 from marshmallow import EXCLUDE, ValidationError, fields, validate, validates_schema
 
+from api.auth import ROLES
+from ledger.aggregates.account import HOUSE, PLAYER
 from ledger.application import (
     NAME_MAX_CHARS,
     PAGE_SIZE_MAX,
     REQUEST_ID_MAX_CHARS,
     VERSION_MAX,
 )
-from ledger.engine.machine import REASON_MAX_CHARS
+from ledger.engine.machine import DECISIONS, HAND_STATUSES, PHASES, REASON_MAX_CHARS
 from ledger.rules import (
     AMOUNT_MAX,
     BOOL_FIELDS,
@@ -153,6 +155,19 @@ def player(*, in_query: bool = False, **kwargs: Any) -> fields.String:
                 f"A-Z a-z 0-9 . _ @ + -.{plus}", **kwargs.pop("metadata", {})}
     return fields.String(validate=FullMatch(PLAYER_PATTERN, error=NOT_A_PLAYER_ID + plus),
                          metadata=metadata, **kwargs)
+
+
+# Path parameters as the views check them (the route's converter alone documents any string,
+# any integer).
+PLAYER_IN_PATH: Final = {
+    "in": "path", "name": "player", "required": True,
+    "description": "A player id, as the account was opened with: a letter or digit, then up "
+                   "to 63 of A-Z a-z 0-9 . _ @ + -.",
+    "schema": {"type": "string", "pattern": PLAYER_PATTERN}}
+VERSION_IN_PATH: Final = {
+    "in": "path", "name": "version", "required": True,
+    "description": "One of the round's event versions (``version`` of its events), from 1.",
+    "schema": {"type": "integer", "minimum": 1, "maximum": VERSION_MAX}}
 
 
 def box(**kwargs: Any) -> WholeNumber:
@@ -411,7 +426,9 @@ class AmountSchema(Schema):
 
 class EntriesQuerySchema(Schema):
     after = QueryWholeNumber(load_default=0, validate=validate.Range(0, VERSION_MAX),
-                             metadata={"description": "Entries after this account version."})
+                             metadata={"description": "Entries after this version of the "
+                                                      "account (of the table, for a table's "
+                                                      "events)."})
     limit = page_limit(100)
 
 
@@ -521,7 +538,7 @@ class LimitsOutSchema(Out):
 
 
 class LegalSchema(Out):
-    decision = fields.String(required=True)
+    decision = fields.String(required=True, metadata={"enum": list(DECISIONS)})
     player = fields.String(required=True, metadata={"description": "Empty for the dealer."})
     box = fields.Integer(required=True)
     hand = fields.Integer(required=True)
@@ -533,6 +550,7 @@ class HandSchema(Out):
     total = fields.Integer(required=True)
     soft = fields.Boolean(required=True)
     status = fields.String(required=True, metadata={
+        "enum": list(HAND_STATUSES),
         "description": "How the hand stands in play: live, bust, surrendered or forfeited. A "
                        "hand still in play when the round settles stays live; `settled` says "
                        "its stakes are settled. One still in play when the round was voided "
@@ -577,7 +595,7 @@ class TurnSchema(Out):
 
 
 class PendingSchema(Out):
-    kind = fields.String(required=True)
+    kind = fields.String(required=True, metadata={"enum": ["double", "split"]})
     box = fields.Integer(required=True)
     hand = fields.Integer(required=True)
     bettors = fields.List(fields.String(), required=True)
@@ -592,7 +610,7 @@ class RoundStateSchema(Out):
     shoe_id = fields.UUID(required=True)
     rules_hash = fields.String(required=True)
     version = fields.Integer(required=True)
-    phase = fields.String(required=True)
+    phase = fields.String(required=True, metadata={"enum": list(PHASES)})
     legal = fields.List(fields.Nested(LegalSchema), required=True,
                         metadata={"description": "The decisions somebody may make now: a "
                                   "player's (player named), the dealer's (player empty), and "
@@ -618,7 +636,7 @@ class RoundStateSchema(Out):
 class CommandResultSchema(Out):
     round_id = fields.UUID(required=True)
     version = fields.Integer(required=True)
-    phase = fields.String(required=True)
+    phase = fields.String(required=True, metadata={"enum": list(PHASES)})
     facts = fields.Integer(required=True, metadata={"description": "Facts this request recorded."})
 
 
@@ -643,7 +661,9 @@ class TableSchema(Out):
                        "retires it and reveals its order (GET /audit/shoes/{id}); the first "
                        "round after a reopening shuffles a new one."})
     rounds = fields.Integer(required=True)
-    current_round_id = fields.UUID(required=True, allow_none=True)
+    current_round_id = fields.UUID(required=True, allow_none=True, metadata={
+        "description": "The table's last round, in whatever phase (settled and voided too; "
+                       "null before its first): its phase is the round's own to say."})
     version = fields.Integer(required=True)
 
 
@@ -655,7 +675,7 @@ class RoundIdsSchema(Out):
 
 class AccountSchema(Out):
     owner = fields.String(required=True)
-    kind = fields.String(required=True)
+    kind = fields.String(required=True, metadata={"enum": [PLAYER, HOUSE]})
     currency = fields.String(required=True)
     available = fields.Integer(required=True)
     held = fields.Integer(required=True)
@@ -768,4 +788,4 @@ class ChainHeadSchema(Out):
 
 class WhoAmISchema(Out):
     name = fields.String(required=True)
-    role = fields.String(required=True)
+    role = fields.String(required=True, metadata={"enum": list(ROLES)})

@@ -49,6 +49,9 @@ LIVE = "live"
 BUST = "bust"
 SURRENDERED = "surrendered"
 FORFEITED = "forfeited"
+# Every value a round's view may show, for clients that switch on them.
+PHASES = (BETTING, DEALING, PLAYING, SETTLING, SETTLED, VOIDED)
+HAND_STATUSES = (LIVE, BUST, SURRENDERED, FORFEITED)
 _PHASE_REFUSALS = {  # why a command of another phase is refused now
     BETTING: ("Betting is still open; no cards have been dealt.", "R-G2"),
     DEALING: ("The cards are being dealt.", "R-G2"),
@@ -85,6 +88,10 @@ class Legal(NamedTuple):
     player: str = ""
     box: int = 0
     hand: int = 0
+
+
+DECISIONS = ("place_stake", "withdraw_stake", "close_betting", *(p.value for p in Play), "match",
+             "decline", "insure", "even_money", "play_dealer", "settle", "void")
 
 
 class Hand:

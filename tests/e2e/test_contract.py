@@ -33,6 +33,8 @@ from schemathesis.specs.openapi.checks import (
 from api.app import create_app
 from api.auth import ApiKey, hash_key
 from api.database import DatabaseSettings
+from api.schemas import PLAYER_PATTERN
+from ledger.application import VERSION_MAX
 from ledger.sealing import ShoeSealer
 from tests.e2e.conftest import KEYS, NAMES, Desk, Http
 from tests.scripted import SteeredShuffle
@@ -190,6 +192,11 @@ def test_a_generated_client_gets_names_roles_and_types_it_can_use() -> None:
                              "nullable": True}
     assert not [p for p in _every_property(doc)
                 if {"type": "object", "nullable": True} in p.get("anyOf", [])]
+    # Path parameters as checked: any string for a player, any integer for a version.
+    (player,) = doc["paths"]["/accounts/{player}/entries"]["parameters"]
+    assert player["schema"]["pattern"] == PLAYER_PATTERN
+    version = doc["paths"]["/audit/rounds/{round_id}/versions/{version}"]["parameters"][0]
+    assert (version["schema"]["minimum"], version["schema"]["maximum"]) == (1, VERSION_MAX)
     # If-Match was "nullable, default null": a client sent the header "null".
     (if_match,) = [p for p in doc["paths"]["/rounds/{round_id}/hit"]["post"]["parameters"]
                    if p["name"] == "If-Match"]

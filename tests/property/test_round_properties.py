@@ -24,7 +24,7 @@ from hypothesis.stateful import (
 
 from ledger.cards import HIDDEN
 from ledger.engine import facts as f
-from ledger.engine.machine import RoundMachine
+from ledger.engine.machine import DECISIONS, HAND_STATUSES, PHASES, RoundMachine
 from ledger.errors import LedgerError
 from ledger.rules import CASINO_WILD, RuleSet, TableLimits
 from tests.property.strategies import (
@@ -540,6 +540,11 @@ def test_state_is_a_pure_function_of_facts(run: Run) -> None:
         assert fresh.view() == step.after, step.command
         assert fresh.view(reveal_hole=True) == step.after_hole, step.command
         assert fresh.legal() == legal, step.command
+        # What the API document lists, for clients that switch on them.
+        assert {x.decision for x in legal} <= set(DECISIONS), step.command
+        assert step.after["phase"] in PHASES
+        assert {h["status"] for b in step.after["boxes"] for h in b["hands"]} <= \
+            set(HAND_STATUSES)
     assert fresh.open_stakes == run.machine.open_stakes
     assert (fresh.staked, fresh.paid_back, fresh.house) == \
         (run.machine.staked, run.machine.paid_back, run.machine.house)
