@@ -112,6 +112,7 @@ from ledger.shoe import (
 from ledger.storage import (
     ROUND_ID_KEY,
     LedgerRecorder,
+    MayHaveBeenAppended,
     SnapshotRecorder,
     first_events,
     newest_without,
@@ -1102,7 +1103,13 @@ class GameLedger(Application[UUID]):
         and serve nothing here."""
         events = [event for aggregate in aggregates for event in aggregate.collect_events()]
         events.append(receipt)
-        self.recorder.insert_events([self.mapper.to_stored_event(e) for e in events])
+        try:
+            self.recorder.insert_events([self.mapper.to_stored_event(e) for e in events])
+        except MayHaveBeenAppended:
+            # A try that committed lost its answer with its connection, and the next found
+            # the events it had stored: this request's own work, not a twin's to repeat.
+            if not self._stored_as_made(receipt):
+                raise
         if self.snapshots is None:  # snapshotting turned off (IS_SNAPSHOTTING_ENABLED)
             return
         due = []
@@ -1123,6 +1130,13 @@ class GameLedger(Application[UUID]):
             _log.warning("the snapshot of %s was not written; its events are read instead",
                          ", ".join(f"{a.id} at version {a.version}" for a in due),
                          exc_info=True)
+
+    def _stored_as_made(self, receipt: Receipt.Created) -> bool:
+        """Whether the receipt stored under ``receipt``'s id is this one (a twin request's,
+        made at another moment, has its own timestamp)."""
+        stored = next(iter(self.events.get(receipt.originator_id, limit=1)), None)
+        return (isinstance(stored, Receipt.Created) and stored.timestamp == receipt.timestamp
+                and stored.fingerprint == receipt.fingerprint)
 
     def _answer(self, receipt_id: UUID, request_id: str, fingerprint: str,
                 actor: str) -> Result | None:

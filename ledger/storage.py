@@ -138,16 +138,27 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 _WAITED_OUT = (PoolTimeout, TooManyRequests, LockNotAvailable, QueryCanceled)
 
 
+class MayHaveBeenAppended(IntegrityError):
+    """An append found its events already stored, after an earlier try of it broke off with
+    its outcome unknown (the connection lost once the statement was sent): that try may have
+    committed them, or another request the same events."""
+
+
 def _retried(statement: Callable[_P, _R]) -> Callable[_P, _R]:
     """``statement`` tried again on a connection that broke, but not after a wait ran out (for
     a connection from the pool, too many requests waiting, for a lock, or the statement's own
     timeout): the database does not answer or is busy, and the library's ten tries made a
-    request wait ten timeouts (22 to 52 s) before its 503."""
+    request wait ten timeouts (22 to 52 s) before its 503. An append refused after a try
+    broke off raises :class:`MayHaveBeenAppended`."""
     @functools.wraps(statement)
     def tried(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         for attempt in range(1, STATEMENT_TRIES + 1):
             try:
                 return statement(*args, **kwargs)
+            except IntegrityError as error:
+                if attempt > 1:
+                    raise MayHaveBeenAppended(*error.args) from error
+                raise
             except (InterfaceError, OperationalError) as error:
                 if attempt == STATEMENT_TRIES or isinstance(error.__cause__, _WAITED_OUT):
                     raise

@@ -1621,6 +1621,38 @@ def test_an_append_waiting_on_the_append_lock_is_interrupted_by_ctrl_c_and_recor
     assert ledgers().balance("P1")["available"] == 0  # the lock is free: nothing came late
 
 
+def test_a_save_whose_answer_was_lost_after_its_commit_is_no_repeat(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings) -> None:
+    # The connection broke once the buy-in had committed; the append tried again found its
+    # own events and the buy-in was answered as a repeat ("nothing changed now", said to a
+    # cashier who then sold the chips again).
+    app = ledgers()
+    app.open_account("a", "cashier", "P1")
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    append = recorder._append
+    lost: list[int] = []
+
+    def losing_its_answer_once(conn: psycopg.Connection[Any], params: Any) -> list[int]:
+        ids = append(conn, params)  # committed
+        if not lost:
+            lost.append(conn.info.backend_pid)
+            with psycopg.connect(database.conninfo(), autocommit=True) as operator:
+                operator.execute("SELECT pg_terminate_backend(%s)", (lost[0],))
+            conn.execute("SELECT 1")  # raises: the server closed the connection
+        return ids
+
+    recorder._append = losing_its_answer_once  # type: ignore[assignment]
+    assert app.buy_in("b", "cashier", "P1", 100)["available"] == 100
+    assert lost
+    assert not app.repeated()
+    assert app.buy_in("b", "cashier", "P1", 100)["available"] == 100  # a resend is one
+    assert app.repeated()
+    bought = [e for e in ledgers().account_entries("P1", limit=10)["items"]
+              if e["type"] == "BoughtIn"]
+    assert len(bought) == 1, bought
+
+
 def test_an_append_that_waits_out_the_lock_timeout_is_refused_after_one_wait(
         ledgers: Callable[..., GameLedger], env: dict[str, str],
         database: DatabaseSettings) -> None:
