@@ -301,6 +301,17 @@ class Engine:
                 break
         return read
 
+    def catch_up_to(self, target: int, batch_size: int) -> int:
+        """Apply pages until every projection is at notification ``target`` or past it (at
+        the end of a save); the events read."""
+        read = 0
+        while min(self._positions.values()) < target:
+            n, _ = self.step(batch_size)
+            if not n:  # the log ends before target: nothing more to read
+                break
+            read += n
+        return read
+
     def positions(self) -> list[dict[str, Any]]:
         with self.datastore.transaction(commit=False) as curs:
             return lag_report(curs, self.reader.events_table,

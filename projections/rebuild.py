@@ -5,8 +5,10 @@
 2. They catch up from notification 0 to the head, in batches, while the live view keeps
    serving reads and a running worker keeps it current.
 3. One transaction locks the live tables (tracking table first, the order in which a worker's
-   batch takes them, so the two cannot deadlock), drops them, and renames the new tables and
-   their indexes to the live names. Readers see the old view or the new one, never a mixture.
+   batch takes them, so the two cannot deadlock), brings the new tables up to the position a
+   worker had brought the live ones to meanwhile, drops the live tables, and renames the new
+   tables and their indexes to the live names. Readers see the old view or the new one, never
+   a mixture, and never a view behind one they saw.
 4. The new live view catches up with what was written meanwhile. A worker that was running
    finds the tracking row at a position it did not expect, so its next batch is refused
    (compare-and-set, :mod:`projections.base`); it reads the new position and goes on. Nothing
@@ -73,8 +75,14 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
             # Only the live names are needed: swap() drops whatever live tables exist.
             live_view = build_projection(projection_class(name), building.datastore,
                                          gaming_day=GamingDay.from_env(env), create=False).view
+            caught_up = [0]
+
+            def catch_up_to(live_at: int) -> None:
+                caught_up[0] = building.catch_up_to(live_at, batch_size)
+
             with ddl_lock(building.datastore):
-                swap(fresh_view, live_view)
+                swap(fresh_view, live_view, catch_up_to)
+            read += caught_up[0]
             log.info("%s rebuilt up to notification %d and swapped in", name,
                      building.position(name))
         applied = [0]  # the events of the pages committed after the swap, so far
@@ -133,8 +141,15 @@ def _progress(building: Engine, name: str, target: int, log: logging.Logger
     return report
 
 
-def swap(fresh: View, live: View) -> None:
-    """In one transaction: drop the live tables and give the fresh ones their names."""
+def swap(fresh: View, live: View,
+         catch_up_to: Callable[[int], None] | None = None) -> None:
+    """In one transaction: drop the live tables and give the fresh ones their names.
+
+    ``catch_up_to`` is given the live view's position once its tables are locked (a worker
+    kept it moving until then), to bring the fresh tables that far first: swapped in behind
+    it, the view went back a few events (a balance a version older, for a moment), and a
+    balance check then reading its rows took events it had read the position of for unapplied.
+    """
     if fresh.generation == live.generation or type(fresh) is not type(live):
         raise ValueError("swap a fresh generation of a view for the live one")
     schema = fresh.datastore.schema
@@ -143,11 +158,16 @@ def swap(fresh: View, live: View) -> None:
         curs.execute(SQL("SET LOCAL lock_timeout = {}").format(
             SQL(str(SWAP_LOCK_TIMEOUT_S * 1000))))
         existing = [p for p in parts if table_exists(curs, live.qualified(p))]
-        for part in existing:
-            _copy_grants(curs, live.qualified(part), fresh.qualified(part))
         if existing:
             curs.execute(SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
                 SQL(", ").join(live.qualified(p) for p in existing)))
+            if catch_up_to is not None and "tracking" in existing:
+                curs.execute(SQL("SELECT max(notification_id) AS at FROM {}").format(
+                    live.qualified("tracking")))
+                row = curs.fetchone()
+                catch_up_to((row["at"] or 0) if row else 0)
+            for part in existing:
+                _copy_grants(curs, live.qualified(part), fresh.qualified(part))
             curs.execute(SQL("DROP TABLE {}").format(
                 SQL(", ").join(live.qualified(p) for p in existing)))
         for part in parts:

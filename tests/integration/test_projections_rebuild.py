@@ -169,6 +169,44 @@ def test_a_rebuild_whose_catch_up_after_the_swap_loses_to_the_worker_is_done(
     assert report["position"] == head(env) == positions(env)["balances"]
 
 
+def test_a_rebuild_swaps_in_no_earlier_than_where_the_worker_had_brought_the_view(
+        env: Env, casino: Casino, caplog: pytest.LogCaptureFixture) -> None:
+    # Between the fresh tables' catch-up and the swap, the worker moved the live view on: the
+    # view swapped in went back a few events (a balance a version older for a moment), and a
+    # balance check reading the position before the swap and the rows after it found events
+    # "not applied".
+    table = casino.table("Main", CASINO)
+    casino.simple_round(table)
+    ReadModels(env).close()
+    asked: list[int] = []
+
+    class WorkerMovesOnBeforeTheSwap(threading.Event):
+        """Asked the second time (the fresh tables at the head, the swap next), a round is
+        played and the live view brought up to it."""
+
+        def is_set(self) -> bool:
+            asked.append(0)
+            if len(asked) == 2:
+                casino.simple_round(table)
+                with engine(env, names=["balances"]) as worker:
+                    worker.catch_up(100)
+                asked[-1] = positions(env)["balances"]
+            return False
+
+    with caplog.at_level(logging.INFO, logger="pitboss.test.swap"):
+        report = rebuild(env, "balances", batch_size=1000,
+                         log=logging.getLogger("pitboss.test.swap"),
+                         stop=WorkerMovesOnBeforeTheSwap())
+    live_at = asked[1]
+    assert live_at > 0
+    (swapped,) = [r.getMessage() for r in caplog.records if "swapped in" in r.getMessage()]
+    assert swapped == f"balances rebuilt up to notification {live_at} and swapped in"
+    assert report["swapped"]
+    assert report["position"] == head(env)
+    with ReadModels(env) as reads:
+        assert reads.check_balances(casino.ledger)["findings"] == []
+
+
 def test_a_rebuild_stopped_before_the_swap_leaves_the_live_view_alone(
         env: Env, casino: Casino) -> None:
     casino.simple_round(casino.table("Main", CASINO))
