@@ -12,8 +12,9 @@ Statuses: a ledger refusal is 422, a missing table, round, shoe or account 404, 
 ``Idempotency-Key`` 400; a value the database refuses that got past the schemas 422 (a safety
 net: the schemas refuse a NUL character first); no or a wrong API key 401, the wrong role 403;
 an unreachable database 503.
-A broken invariant of the ledger is the one 500: it is a defect, logged with its traceback,
-and never the answer to any input.
+A broken invariant of the ledger is a 500 (``InvariantBroken``): a defect, logged with its
+traceback, and never the answer to any input; so is any other error nothing here expected
+(``InternalServerError``).
 """
 
 from __future__ import annotations

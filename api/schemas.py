@@ -28,6 +28,7 @@ from ledger.engine.machine import DECISIONS, HAND_STATUSES, PHASES, REASON_MAX_C
 from ledger.rules import (
     AMOUNT_MAX,
     BOOL_FIELDS,
+    BOXES_MAX,
     DEALER_NATURAL_TAKES,
     DEALER_POLICIES,
     PRESETS,
@@ -42,8 +43,8 @@ from ledger.storage import (
     HEAD_PATTERN,
 )
 
-BOX_MAX: Final = 12
-HAND_MAX: Final = 15
+BOX_MAX: Final = BOXES_MAX
+HAND_MAX: Final = SETTING_RANGES["max_hands_per_box"][1] - 1  # hands count from 0
 RULING_ENTRIES_MAX: Final = 100
 # Player ids travel in URL paths, so they are kept to characters that need no escaping there.
 PLAYER_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$"

@@ -1028,7 +1028,9 @@ class GameLedger(Application[UUID]):
              seen: int | None = None, retries: int = 0) -> Result:
         """Carry out a request once: answer a repeat from its receipt, refuse a reused id,
         retry a lost race only where the guarded aggregate did not move (``seen``: the
-        version of it the request was made on, if it named one)."""
+        version of it the request was made on, if it named one). A save lost on the first
+        try is always decided once more, on fresh copies (that try trusted the working set,
+        which may be behind another process); ``retries`` allows more tries than that."""
         _check_request_id(request_id)
         _check_name("actor", actor)
         fingerprint = _fingerprint(command, actor, payload)
@@ -1637,7 +1639,8 @@ def _check_rule_set(rules: RuleSet) -> None:
 
 
 def _check_reason(reason: str, rule: str) -> None:
-    """A reason recorded with an event: what a void or a ruling requires of theirs."""
+    """A reason recorded with an event (a void's, a ruling's, a table's closing, reopening or
+    change of rules): 1 to REASON_MAX_CHARS printable characters, not only spaces."""
     if not isinstance(reason, str) or not reason.strip() or len(reason) > REASON_MAX_CHARS \
             or not reason.isprintable():
         raise DecisionRefused(f"A reason is 1 to {REASON_MAX_CHARS} printable characters, not "

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from ledger.errors import RuleSetInvalid
 
 AMOUNT_MAX = 10**12  # the most minor units one request moves (R-M1); a balance may hold more
+BOXES_MAX = 12  # boxes at one table
 
 Ratio = tuple[int, int]
 DealerPolicy = Literal["stand_17", "beat_players"]
@@ -114,8 +115,8 @@ class TableLimits:
             if getattr(self, name) % self.min_unit:
                 raise RuleSetInvalid(name, f"it must be a multiple of the minimum unit "
                                      f"{self.min_unit}", _LIMITS)
-        if self.boxes > 12:
-            raise RuleSetInvalid("boxes", "a table has at most 12 boxes", _LIMITS)
+        if self.boxes > BOXES_MAX:
+            raise RuleSetInvalid("boxes", f"a table has at most {BOXES_MAX} boxes", _LIMITS)
         if self.table_max > AMOUNT_MAX:
             raise RuleSetInvalid("table_max", f"it exceeds the largest supported amount "
                                  f"({AMOUNT_MAX})", _LIMITS)

@@ -775,7 +775,7 @@ class RoundMachine:
         rules = self.rules
         if rules.dealer_hole_card:
             position, card = self.dealer_positions[0], self.dealer[0]
-            if card == HIDDEN:  # (rounds recorded before hole cards were hidden have it)
+            if card == HIDDEN:  # (rounds recorded before hole cards were hidden have its face)
                 if peek is None:
                     raise InvariantBroken("the hole card cannot be turned over without the "
                                           "shoe it was dealt from")
