@@ -33,6 +33,7 @@ from werkzeug.exceptions import Forbidden, Unauthorized
 
 from api.secrets_files import untrusted
 from api.strict_json import RepeatedMember, members_once
+from ledger.names import NAME_MAX_CHARS
 
 logger = logging.getLogger("pitboss.auth")
 
@@ -45,7 +46,6 @@ ROLES: Final = (DEALER, CASHIER, MANAGER, AUDITOR)
 KEY_PREFIX: Final = "pbk_"
 KEY_RANDOM_BYTES: Final = 32
 KEY_MAX_CHARS: Final = 256
-NAME_MAX_CHARS: Final = 64
 KEYS_MAX: Final = 10_000
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -19,12 +19,12 @@ from marshmallow import EXCLUDE, ValidationError, fields, validate, validates_sc
 from api.auth import ROLES
 from ledger.aggregates.account import HOUSE, PLAYER
 from ledger.application import (
-    NAME_MAX_CHARS,
     PAGE_SIZE_MAX,
     REQUEST_ID_MAX_CHARS,
     VERSION_MAX,
 )
 from ledger.engine.machine import DECISIONS, HAND_STATUSES, PHASES, REASON_MAX_CHARS
+from ledger.names import NAME_MAX_CHARS
 from ledger.rules import (
     AMOUNT_MAX,
     BOOL_FIELDS,

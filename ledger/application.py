@@ -85,7 +85,6 @@ from ledger.errors import (
     InsufficientChips,
     InvariantBroken,
     LedgerError,
-    NameRefused,
     NotFound,
     RequestIdReused,
     RoundInPlay,
@@ -97,6 +96,7 @@ from ledger.errors import (
     TableOpen,
 )
 from ledger.money import CURRENCIES, HOUSE_KEY, Movement, movements, net_movements
+from ledger.names import check_name, check_new_name
 from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
@@ -133,7 +133,6 @@ RETRIES_MAX = 8
 RETRY_PAUSE_S = 0.002
 RETRY_PAUSE_MAX_S = 0.05
 REQUEST_ID_MAX_CHARS = 128
-NAME_MAX_CHARS = 64
 PAGE_SIZE_MAX = 500
 VERSION_MAX = 10**9  # the highest event version a request may name
 ORDER_CACHE_SIZE = 64
@@ -213,7 +212,7 @@ class GameLedger(Application[UUID]):
     def open_table(self, request_id: str, actor: str, name: str, rules: RuleSet,
                    limits: TableLimits | None = None, currency: str = "EUR") -> UUID:
         """Open a table under a rule set and its limits (R-S1, R-X15)."""
-        _check_name("table name", name, "name")
+        check_name("table name", name, "name")
         _check_currency(currency)
         _check_rule_set(rules)
         limits = limits or TableLimits()
@@ -226,7 +225,7 @@ class GameLedger(Application[UUID]):
                 raise TableExists(f"A table named '{name}' already exists.", field="name")
             # Checked once the request is found new: a repeat of one made before a check
             # came in is answered, not refused.
-            _check_new_name("table name", name, "name")
+            check_new_name("table name", name, "name")
             _check_known_currency(currency)
             table = Table._create(Table.Created, id=table_id, timestamp=self._clock(),
                                   name=name, currency=currency, rules=rules.to_dict(),
@@ -353,7 +352,7 @@ class GameLedger(Application[UUID]):
 
     def open_account(self, request_id: str, actor: str, player: str,
                      currency: str = "EUR") -> UUID:
-        _check_name("player id", player, "player")
+        check_name("player id", player, "player")
         _check_currency(currency)
         account_id = ids.account_id(player)
 
@@ -361,7 +360,7 @@ class GameLedger(Application[UUID]):
             if self._exists(account_id):
                 raise AccountExists(f"Player {player} already has an account.",
                                     field="player")  # a name taken: no rule, as a table's
-            _check_new_name("player id", player, "player")  # as for a table, above
+            check_new_name("player id", player, "player")  # as for a table, above
             _check_known_currency(currency)
             account = Account._create(Account.Created, id=account_id, timestamp=self._clock(),
                                       owner=player, kind=PLAYER, currency=currency,
@@ -1032,7 +1031,7 @@ class GameLedger(Application[UUID]):
         try is always decided once more, on fresh copies (that try trusted the working set,
         which may be behind another process); ``retries`` allows more tries than that."""
         _check_request_id(request_id)
-        _check_name("actor", actor)
+        check_name("actor", actor)
         fingerprint = _fingerprint(command, actor, payload)
         receipt_id = ids.receipt_id(request_id)
         self._local.repeated = False
@@ -1453,7 +1452,7 @@ def reading_record(aggregate_id: UUID, what: str = "") -> Iterator[None]:
 def _account_id(player: str) -> UUID:
     """The account of a player id that could name one: what could not (a control character,
     65 characters) is refused as such, naming the player, not looked for."""
-    _check_name("player id", player, "player")
+    check_name("player id", player, "player")
     return ids.account_id(player)
 
 
@@ -1605,23 +1604,6 @@ def _check_request_id(request_id: str) -> None:
             or not request_id.isprintable()):
         raise DecisionRefused(f"A request id is 1 to {REQUEST_ID_MAX_CHARS} printable "
                               "characters.", "R-M4")
-
-
-def _check_name(what: str, name: str, field: str | None = None) -> None:
-    if not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX_CHARS \
-            or not name.isprintable() or name != name.strip():
-        raise NameRefused(f"A {what} is 1 to {NAME_MAX_CHARS} printable characters without "
-                          "surrounding spaces.", field=field)  # RULES.md has no rule on names
-
-
-def _check_new_name(what: str, name: str, field: str) -> None:
-    """A name given to something new is written one way only (Unicode NFC) and starts with a
-    character of its own: ids are made from names, and "Café" written two ways would name
-    two tables that look the same. (Checked where names are given, not where they are used:
-    a name recorded before stays usable.)"""
-    if unicodedata.normalize("NFC", name) != name or unicodedata.combining(name[0]):
-        raise NameRefused(f"A {what} is written in composed form (Unicode NFC) and does not "
-                          "start with an accent.", field=field)
 
 
 def _check_rule_set(rules: RuleSet) -> None:

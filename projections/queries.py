@@ -34,8 +34,8 @@ from eventsourcing.persistence import OperationalError
 from psycopg.errors import QueryCanceled
 from psycopg.sql import SQL, Composable, Identifier, Literal
 
-from ledger.application import NAME_MAX_CHARS
 from ledger.errors import DecisionRefused, InvariantBroken, NotFound, QueryRefused
+from ledger.names import NAME_MAX_CHARS
 from projections.balances import BalancesView
 from projections.base import Curs, View
 from projections.checks import ACCOUNTS, OPENINGS, Part, check_part

@@ -29,6 +29,7 @@ from ledger.errors import (
     RoundClosed,
     ShoeExhausted,
 )
+from ledger.names import check_name
 from ledger.plays import Play
 from ledger.rules import AMOUNT_MAX, RuleSet, TableLimits
 
@@ -1213,8 +1214,7 @@ def _split_value(card: Card) -> int:
 
 
 def _check_bettor(bettor: str) -> None:
-    if not isinstance(bettor, str) or not 1 <= len(bettor) <= 64:
-        raise BetRefused("A bettor is named by 1 to 64 characters.")
+    check_name("bettor", bettor, field="bettor")
 
 
 def _check_amount(amount: int, min_unit: int) -> None:

@@ -186,7 +186,7 @@ def test_an_opening_repeated_after_a_check_came_in_is_answered_not_refused(
     app = make_ledger()
     # Names too: one written otherwise than in composed form (NFC), before that was checked.
     monkeypatch.setattr("ledger.application.CURRENCIES", CURRENCIES | {"ABC"})  # earlier
-    monkeypatch.setattr("ledger.application._check_new_name", lambda *_: None)
+    monkeypatch.setattr("ledger.application.check_new_name", lambda *_: None)
     table = app.open_table("t-abc", "manager", "Old", CASINO, currency="ABC")
     account = app.open_account("a-abc", "cashier", "old", currency="ABC")
     decomposed = app.open_account("a-nfd", "cashier", "Cafe\u0301")
@@ -195,7 +195,7 @@ def test_an_opening_repeated_after_a_check_came_in_is_answered_not_refused(
     assert app.open_account("a-abc", "cashier", "old", currency="ABC") == account
     assert app.open_account("a-nfd", "cashier", "Cafe\u0301") == decomposed
     unchanged(app, lambda: app.open_account("a-new", "cashier", "new", currency="ABC"),
-              BetRefused, "R-M1")
+              CurrencyRefused, "R-M1")
     # A name taken is said so before the currency is looked at (it is the name that is wrong).
     unchanged(app, lambda: app.open_account("a-again", "cashier", "old", currency="EUX"),
               AccountExists, "")

@@ -24,6 +24,7 @@ from ledger.errors import (
     DealRefused,
     DecisionRefused,
     LedgerError,
+    NameRefused,
     NotTheOwner,
     NotYourTurn,
     RoundClosed,
@@ -178,11 +179,14 @@ def test_an_amount_above_the_largest_supported_is_refused() -> None:
             match="at most 1000000000000 minor units")
 
 
-@pytest.mark.parametrize("bettor", ["", "x" * 65, None, 7])
+@pytest.mark.parametrize("bettor", ["", "x" * 65, None, 7, "ann ", "a\tb"])
 def test_a_bettor_without_a_proper_name_is_refused(bettor: Any) -> None:
     r = table()
-    # RULES.md has no rule on names: none is cited.
-    refused(r, BetRefused, "", lambda: r.bet(bettor, 1), match="1 to 64 characters")
+    # RULES.md has no rule on names: none is cited. A name too long was a BetRefused naming no
+    # field, one with a space around it a NameRefused (the ledger's check of a player's name).
+    error = refused(r, NameRefused, "", lambda: r.bet(bettor, 1),
+                    match="A bettor is 1 to 64 printable characters without surrounding spaces")
+    assert error.field == "bettor"
 
 
 def test_withdrawing_a_stake_nobody_placed_is_refused() -> None:
