@@ -98,6 +98,8 @@ class TrueOrFalse(fields.Boolean):
 class QueryBoolean(fields.Boolean):
     """``true`` or ``false`` in a query string."""
 
+    default_error_messages = {"invalid": "Not a boolean: true or false, in lower case."}  # noqa: RUF012
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(truthy={"true"}, falsy={"false"}, **kwargs)
 

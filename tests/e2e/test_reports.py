@@ -105,6 +105,12 @@ def test_a_search_off_its_schema_is_422_naming_the_field(http, query, field):
     assert field in problem_of(http.get("/audit/rounds", **query), 422)["errors"]
 
 
+def test_a_search_flag_not_in_lower_case_is_refused_saying_how_to_write_it(http):
+    # A client's True (Python's booleans in a query string) was "Not a valid boolean."
+    said = problem_of(http.get("/audit/rounds", wild_card="True"), 422)["errors"]
+    assert said == {"wild_card": ["Not a boolean: true or false, in lower case."]}
+
+
 @pytest.mark.parametrize("moment", ["2025-01-01", "2025-01-01T00:00:00",
                                     "2025-01-01T00:00:00 01:00"])
 def test_a_search_time_without_its_zone_is_refused_with_the_form_it_takes(http, moment):
