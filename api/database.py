@@ -511,10 +511,15 @@ def stop_embedded(data_dir: Path | str) -> bool:
 
 
 def _running(path: Path) -> bool:
-    """Whether a server runs in the embedded data folder ``path``."""
-    from pgserver.utils import PostmasterInfo  # pgserver imported (_import_pgserver) first
+    """Whether a server runs in the embedded data folder ``path``. Read under pgserver's own
+    lock, which a process starting the server holds until it is ready: the server writes its
+    postmaster.pid a line at a time, and a command started beside another (``pitboss serve``
+    and ``pitboss project`` at once, on a new folder) read it half written and stopped."""
+    pgserver = _import_pgserver()
+    from pgserver.utils import PostmasterInfo
 
-    info = PostmasterInfo.read_from_pgdata(path)
+    with pgserver.PostgresServer._lock:
+        info = PostmasterInfo.read_from_pgdata(path)
     return info is not None and bool(info.is_running())
 
 

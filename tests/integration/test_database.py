@@ -98,6 +98,33 @@ def test_stopping_a_folder_without_a_server_reports_false(embedded_folder):
     assert not stop_embedded(embedded_folder)
 
 
+_HALF_STARTED = """
+import os, subprocess, sys, time
+from pathlib import Path
+import pgserver
+pid_file = Path(sys.argv[1]) / "postmaster.pid"
+gone = subprocess.Popen(["true"])
+gone.wait()
+lines = [str(gone.pid), sys.argv[1], "1796091278", "5432", "", "", "  3089265   3145769"]
+with pgserver.PostgresServer._lock:  # as pgserver holds it while its server starts
+    pid_file.write_text("\\n".join(lines) + "\\n")  # as postgres writes it: status last
+    print("starting", flush=True)
+    time.sleep(0.5)
+    pid_file.write_text("\\n".join([*lines, "ready"]) + "\\n")
+"""
+
+
+def test_a_server_another_process_is_starting_is_waited_for_not_read_half_written(tmp_path):
+    # pitboss serve and pitboss project started at once on a new folder: one read the other's
+    # postmaster.pid half written, and stopped on pgserver's assertion.
+    (tmp_path / "PG_VERSION").write_text("15\n")
+    with subprocess.Popen([sys.executable, "-c", _HALF_STARTED, str(tmp_path)],
+                          stdout=subprocess.PIPE, text=True) as starter:
+        assert starter.stdout is not None
+        assert starter.stdout.readline() == "starting\n"
+        assert not stop_embedded(tmp_path)  # its server, once started, is no longer running
+
+
 def test_an_unreachable_url_names_the_host_but_not_the_password():
     settings = resolve_database({"DATABASE_URL": "postgresql://bob:s3cret@nohost.invalid:5432/x"})
     with pytest.raises(DatabaseUnavailable) as caught:
