@@ -49,7 +49,17 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
     "OPENAPI_URL_PREFIX": "/",
     "OPENAPI_JSON_PATH": "openapi.json",
     "OPENAPI_SWAGGER_UI_PATH": "docs",
-    "OPENAPI_SWAGGER_UI_URL": "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/",
+    # One release of Swagger UI, each file of it taken only as its bytes on the npm registry
+    # (api/templates/swagger_ui.html): a CDN serving other script cannot run it on the page
+    # where a key is typed. A mirror of the same release serves the same bytes.
+    "OPENAPI_SWAGGER_UI_URL": "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5.35.0/",
+    "SWAGGER_UI_INTEGRITY": {
+        "swagger-ui.css": "sha384-WlYgdmXYOOBWL5apwjDEZwN+U3HmXSSu5R6V5aGxEcf7z+KuRNwBhoxKVN1i3D5I",
+        "swagger-ui-standalone-preset.js":
+            "sha384-My2aDM4r2Mbm3ybHcubKm9O9U8FEjvF/O5nGvE9YK5dzqOTbWEKa79RPJ1krdMaF",
+        "swagger-ui-bundle.js":
+            "sha384-gjRm0bEPMeTmMh5jT2cHccIwCUZSTd8YC+j0d0sXw0MdGEfScduGpSyF3ZSSLkX9",
+    },
     # The key typed into /docs is forgotten with the page, not kept in the browser's storage.
     "OPENAPI_SWAGGER_UI_CONFIG": {"persistAuthorization": False},
     "API_SPEC_OPTIONS": {

@@ -8,6 +8,7 @@ A second key-less pass checks that no operation answers without a key.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -201,3 +202,18 @@ def test_a_generated_client_gets_names_roles_and_types_it_can_use() -> None:
     (if_match,) = [p for p in doc["paths"]["/rounds/{round_id}/hit"]["post"]["parameters"]
                    if p["name"] == "If-Match"]
     assert not {"nullable", "default"} & set(if_match["schema"])
+
+
+def test_the_docs_page_runs_only_the_swagger_ui_files_it_pins() -> None:
+    # The page where a key is typed loaded swagger-ui-dist@5 from a CDN, whatever it served.
+    app = _document_only_app()
+    page = app.test_client().get("/docs").get_data(as_text=True)
+    base = app.config["OPENAPI_SWAGGER_UI_URL"]
+    assert re.fullmatch(r"https://cdn\.jsdelivr\.net/npm/swagger-ui-dist@\d+\.\d+\.\d+/", base)
+    loaded = re.findall(r'(?:src|href)="([^"]+)"\s+(?:rel="stylesheet" type="text/css"\s+)?'
+                        r'integrity="(sha384-[A-Za-z0-9+/]{64})"\s+crossorigin="anonymous"', page)
+    assert sorted(loaded) == sorted((base + name, digest) for name, digest
+                                    in app.config["SWAGGER_UI_INTEGRITY"].items())
+    assert len(re.findall(r"<script src=|<link ", page)) == 3  # no file without its digest
+    # And the key typed there is not kept in the browser's storage.
+    assert '"persistAuthorization": false' in page
