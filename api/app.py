@@ -87,6 +87,10 @@ class PitbossApi(Api):  # type: ignore[misc]  # flask-smorest carries no types
 
     ERROR_SCHEMA = ProblemSchema
 
+    def _register_pagination_header(self) -> None:
+        """None: lists page by a cursor in their body, not by flask-smorest's header, whose
+        schema (PaginationMetadata) a client generator made a model of for nothing."""
+
     def _register_responses(self) -> None:
         for status in http.HTTPStatus:
             response: dict[str, Any] = {"description": status.phrase}

@@ -188,6 +188,7 @@ def test_a_generated_client_gets_names_roles_and_types_it_can_use() -> None:
     assert guarded == len(named) - 1  # all but /healthz
     # A round's turn and pending may be null: typed as "any object" (apispec's anyOf with
     # {"type": "object", "nullable": true}), generated models refused every round.
+    assert "PaginationMetadata" not in doc["components"]["schemas"]  # no route uses it
     state = doc["components"]["schemas"]["RoundState"]["properties"]
     assert state["turn"] == {"allOf": [{"$ref": "#/components/schemas/Turn"}],
                              "nullable": True}
