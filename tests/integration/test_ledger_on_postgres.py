@@ -1621,6 +1621,34 @@ def test_an_append_waiting_on_the_append_lock_is_interrupted_by_ctrl_c_and_recor
     assert ledgers().balance("P1")["available"] == 0  # the lock is free: nothing came late
 
 
+def _connection_lost_once(app: GameLedger, database: DatabaseSettings, *, committed: bool,
+                          meanwhile: Callable[[], object] = lambda: None) -> list[int]:
+    """The first append's connection dies (its server process terminated), after its commit or
+    before it, and after ``meanwhile`` (another request) has run; the backends it took."""
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    append = recorder._append
+    lost: list[int] = []
+
+    def losing_its_connection(conn: psycopg.Connection[Any], params: Any) -> list[int]:
+        if lost:
+            return append(conn, params)
+        lost.append(conn.info.backend_pid)
+        ids = append(conn, params) if committed else []
+        meanwhile()
+        with psycopg.connect(database.conninfo(), autocommit=True) as operator:
+            operator.execute("SELECT pg_terminate_backend(%s)", (lost[0],))
+        conn.execute("SELECT 1")  # raises: the server closed the connection
+        return ids
+
+    recorder._append = losing_its_connection  # type: ignore[assignment]
+    return lost
+
+
+def _bought_in(app: GameLedger, player: str) -> list[dict[str, Any]]:
+    return [e for e in app.account_entries(player, limit=10)["items"] if e["type"] == "BoughtIn"]
+
+
 def test_a_save_whose_answer_was_lost_after_its_commit_is_no_repeat(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings) -> None:
     # The connection broke once the buy-in had committed; the append tried again found its
@@ -1628,29 +1656,34 @@ def test_a_save_whose_answer_was_lost_after_its_commit_is_no_repeat(
     # cashier who then sold the chips again).
     app = ledgers()
     app.open_account("a", "cashier", "P1")
-    recorder = app.recorder
-    assert isinstance(recorder, LedgerRecorder)
-    append = recorder._append
-    lost: list[int] = []
-
-    def losing_its_answer_once(conn: psycopg.Connection[Any], params: Any) -> list[int]:
-        ids = append(conn, params)  # committed
-        if not lost:
-            lost.append(conn.info.backend_pid)
-            with psycopg.connect(database.conninfo(), autocommit=True) as operator:
-                operator.execute("SELECT pg_terminate_backend(%s)", (lost[0],))
-            conn.execute("SELECT 1")  # raises: the server closed the connection
-        return ids
-
-    recorder._append = losing_its_answer_once  # type: ignore[assignment]
+    lost = _connection_lost_once(app, database, committed=True)
     assert app.buy_in("b", "cashier", "P1", 100)["available"] == 100
     assert lost
     assert not app.repeated()
     assert app.buy_in("b", "cashier", "P1", 100)["available"] == 100  # a resend is one
     assert app.repeated()
-    bought = [e for e in ledgers().account_entries("P1", limit=10)["items"]
-              if e["type"] == "BoughtIn"]
-    assert len(bought) == 1, bought
+    assert len(_bought_in(ledgers(), "P1")) == 1
+
+
+def test_a_save_lost_before_its_commit_is_told_from_a_twins_and_from_another_request(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings) -> None:
+    # What tells a save's own events from others' after its connection broke: a twin (the same
+    # request, sent to another process) that committed meanwhile is a repeat; another request
+    # that took the account's next version leaves this one to be decided again.
+    app = ledgers()
+    app.open_account("a", "cashier", "P1")
+    other = ledgers()
+    lost = _connection_lost_once(app, database, committed=False,
+                                 meanwhile=lambda: other.buy_in("b", "cashier", "P1", 100))
+    assert app.buy_in("b", "cashier", "P1", 100)["available"] == 100
+    assert lost
+    assert app.repeated()  # the twin's work
+    lost = _connection_lost_once(app, database, committed=False,
+                                 meanwhile=lambda: other.buy_in("c", "cashier", "P1", 50))
+    assert app.buy_in("d", "cashier", "P1", 25)["available"] == 175
+    assert lost
+    assert not app.repeated()
+    assert [e["data"]["amount"] for e in _bought_in(ledgers(), "P1")] == [100, 50, 25]
 
 
 def test_an_append_that_waits_out_the_lock_timeout_is_refused_after_one_wait(
