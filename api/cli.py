@@ -917,8 +917,10 @@ def demo(host: str, port: int, rounds: int, external_database: bool) -> None:
     demo_names = [f"demo-{role}" for role in DEMO_ROLES]
     taken = sorted({key.name for key in _environment_keys()} & set(demo_names))
     if taken:  # the server would refuse the key file beside them (one holder per name)
-        raise click.ClickException(f"PITBOSS_KEYS names {', '.join(taken)}, a name the demo "
-                                   "gives its own keys: remove it there, or unset PITBOSS_KEYS")
+        names = "a name" if len(taken) == 1 else "names"
+        raise click.ClickException(f"PITBOSS_KEYS names {', '.join(taken)}, {names} the demo "
+                                   "gives its own keys: remove them there, or unset "
+                                   "PITBOSS_KEYS")
     settings, head = prepare_service()
     empty = head == 0
     keys_path = default_keys_file(os.environ)

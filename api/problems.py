@@ -106,7 +106,9 @@ def _log_refusal(detail: str) -> None:
     who = g.get("principal")
     path = json.dumps(request.path)  # one way of quoting, whatever the path holds
     if who is not None:
-        throttled().warning(refusals, f"refusals of {who.name}", "refused %s %s to %s (%s): %s",
+        # The name quoted: a holder named "unknown keys" is not the source of unknown keys.
+        throttled().warning(refusals, f"refusals of {json.dumps(who.name)}",
+                            "refused %s %s to %s (%s): %s",
                             request.method, path, who.name, who.role, detail)
     elif g.get("refused_key") is not None:
         throttled().warning(refusals, "refusals of unknown keys",

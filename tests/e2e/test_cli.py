@@ -551,11 +551,13 @@ def test_the_demo_refuses_a_pitboss_keys_naming_its_holders(tmp_path, monkeypatc
     monkeypatch.setenv("PITBOSS_KEYS_FILE", str(keys))
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.setenv("PITBOSS_KEYS", json.dumps(
-        [{"name": "demo-dealer", "role": "dealer", "key_hash": hash_key("pbk_d")}]))
+        [{"name": "demo-dealer", "role": "dealer", "key_hash": hash_key("pbk_d")},
+         {"name": "demo-manager", "role": "manager", "key_hash": hash_key("pbk_m")}]))
     result = CliRunner().invoke(main, ["demo", "--port", str(unused_port)])
     assert result.exit_code == 1, result.output
-    assert result.output == ("Error: PITBOSS_KEYS names demo-dealer, a name the demo gives its "
-                             "own keys: remove it there, or unset PITBOSS_KEYS\n")
+    assert result.output == ("Error: PITBOSS_KEYS names demo-dealer, demo-manager, names the "
+                             "demo gives its own keys: remove them there, or unset "
+                             "PITBOSS_KEYS\n")
     assert not keys.exists()
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from api.auth import ROLES, hash_key
+from api.auth import ROLES, ApiKey, hash_key
 from api.throttled_log import LINES_PER_WINDOW
 from tests.e2e.conftest import NAMES, Http, problem_of
 from tests.e2e.routes import MUTATING, fill, routes
@@ -151,6 +151,23 @@ def test_a_flood_of_refused_keys_is_counted_without_hiding_a_holders_refusal(htt
         "are counted, and their number logged with the first one after that")
     assert said[-1].startswith('refused POST "/rounds/')
     assert f'to {NAMES["dealer"]} (dealer)' in said[-1]
+
+
+def test_a_holder_named_like_the_unknown_keys_is_heard_through_their_flood(make_app, caplog):
+    # Sources were "refusals of <name>": a holder named "unknown keys" shared the guessed keys'
+    # throttle, and a flood of those silenced its refusals.
+    app = make_app(API_KEYS=[ApiKey("unknown keys", "dealer", hash_key("pbk_odd"))])
+    http = Http(app.test_client())
+    with caplog.at_level(logging.WARNING, logger="pitboss.auth"):
+        for n in range(LINES_PER_WINDOW + 1):
+            problem_of(http.request("GET", "/whoami", role=None,
+                                    headers={"Authorization": f"Bearer pbk_guess{n}"}), 401)
+        problem_of(http.request("POST", f"/rounds/{uuid.uuid4()}/void", role=None,
+                                json={"reason": "x"}, headers={
+                                    "Authorization": "Bearer pbk_odd",
+                                    "Idempotency-Key": "k1"}), 403)
+    said = [r.getMessage() for r in caplog.records if r.name == "pitboss.auth"]
+    assert said[-1].startswith('refused POST "/rounds/'), said[-1]
 
 
 def test_views_carry_the_roles_of_the_table(app):
