@@ -36,11 +36,14 @@ from projections.engine import (
     Reader,
     build_projection,
     ddl_lock,
+    merged_env,
     projection_class,
 )
 from projections.settings import BATCH_SIZE_DEFAULT, GamingDay, ProjectionSetupError
 
 SWAP_LOCK_TIMEOUT_S = 10
+SWAP_CONNECTIONS_MIN = 3
+POOL_SIZE, MAX_OVERFLOW = "PROJECTIONS_POSTGRES_POOL_SIZE", "PROJECTIONS_POSTGRES_MAX_OVERFLOW"
 REBUILD_LOCK_CLASS = 0x70627262  # an advisory lock key's first half (rebuild_lock_key)
 PROGRESS_INTERVAL_S = 5.0  # a long rebuild says how far it got this often
 
@@ -58,8 +61,8 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
     stopping = stop.is_set if stop is not None else (lambda: False)
     reader = Reader(env)
     try:
-        with _alone(reader, name), \
-                Engine(env, names=[name], generation=NEXT, fresh=True, reader=reader) as building:
+        with _alone(reader, name), Engine(_swap_connections(env), names=[name],
+                                          generation=NEXT, fresh=True, reader=reader) as building:
             target = reader.head()
             log.info("rebuilding %s from event 0 into fresh tables, up to notification %d "
                      "and what is written meanwhile", name, target)
@@ -98,6 +101,20 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
         reader.close()
     return {"projection": name, "events_read": read, "swapped": True, "position": position,
             "seconds": round(time.monotonic() - started, 3)}
+
+
+def _swap_connections(env: Mapping[str, str]) -> Mapping[str, str]:
+    """``env``, with a pool that holds at least SWAP_CONNECTIONS_MIN connections: the swap
+    holds one for the lock on DDL and one for its transaction, and its catch-up needs a third
+    (with fewer, the rebuild waited out the pool's timeout at the swap, and failed)."""
+    merged = merged_env(env)
+    try:
+        held = int(merged[POOL_SIZE]) + int(merged[MAX_OVERFLOW])
+    except (KeyError, ValueError):  # the library says what is wrong with them
+        return env
+    if held >= SWAP_CONNECTIONS_MIN:
+        return env
+    return {**env, MAX_OVERFLOW: str(SWAP_CONNECTIONS_MIN - int(merged[POOL_SIZE]))}
 
 
 def rebuild_lock_key(schema: str, name: str) -> tuple[int, int]:
