@@ -18,7 +18,6 @@ Configuration keys (all optional; the environment supplies what is not given):
 
 from __future__ import annotations
 
-import http
 import logging
 import os
 import time
@@ -26,16 +25,13 @@ from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from apispec import BasePlugin
 from flask import Flask, Response, g, request
-from flask_smorest import Api
-from flask_smorest.utils import prepare_response
-from marshmallow import fields
 
 from api import accounts, audit, health, reports, session, supervision, tables
 from api.auth import KeyRing, keyring_from
 from api.database import DatabaseSettings, check_schema_name, resolve_database
-from api.problems import PROBLEM_JSON, ProblemSchema, register_problem_handlers
+from api.document import documented_api
+from api.problems import register_problem_handlers
 from api.secrets_files import default_keys_file, load_shoe_key
 from api.services import Services, create_tables_wanted, ledger
 from api.throttled_log import ThrottledLog
@@ -75,72 +71,6 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
 }
 
 
-# The header an error response carries, by status.
-_HEADERS = {
-    401: ("WWW-Authenticate", "Bearer: the key goes in an Authorization header."),
-    503: ("Retry-After", "Seconds to wait before retrying (with the same Idempotency-Key)."),
-}
-
-
-class PitbossApi(Api):  # type: ignore[misc]  # flask-smorest carries no types
-    """flask-smorest's Api with problem details as the documented error shape."""
-
-    ERROR_SCHEMA = ProblemSchema
-
-    def _register_pagination_header(self) -> None:
-        """None: lists page by a cursor in their body, not by flask-smorest's header, whose
-        schema (PaginationMetadata) a client generator made a model of for nothing."""
-
-    def _register_responses(self) -> None:
-        for status in http.HTTPStatus:
-            response: dict[str, Any] = {"description": status.phrase}
-            if not (100 <= status < 200) and status not in (204, 304):
-                response["schema"] = self.ERROR_SCHEMA
-            if status in _HEADERS:
-                name, description = _HEADERS[status]
-                response["headers"] = {name: {"description": description,
-                                              "schema": {"type": "string"}}}
-            prepare_response(response, self.spec, PROBLEM_JSON)
-            self.spec.components.response(status.name, response, lazy=True)
-        default: dict[str, Any] = {"description": "Problem details", "schema": ProblemSchema}
-        prepare_response(default, self.spec, PROBLEM_JSON)
-        self.spec.components.response("DEFAULT_ERROR", default, lazy=True)
-
-
-class _OperationNames(BasePlugin):
-    """Each operation named as its view is (``operationId``: ``start_round``, not a client
-    generator's ``post_tables_table_id_rounds``), and described with the roles it admits."""
-
-    def __init__(self, app: Flask) -> None:
-        self._app = app
-
-    def operation_helper(self, path: str | None = None, operations: dict[str, Any] | None = None,
-                         **kwargs: Any) -> None:
-        rule = kwargs.get("rule")
-        if rule is None or not operations:
-            return
-        view = self._app.view_functions[rule.endpoint]
-        view_class = getattr(view, "view_class", None)
-        name = rule.endpoint.rpartition(".")[2]
-        for method, operation in operations.items():
-            function = getattr(view_class, method) if view_class is not None else view
-            operation["operationId"] = name.lower() if view_class is not None else name
-            roles = getattr(function, "pitboss_roles", None)
-            who = ("Roles: " + ", ".join(sorted(roles)) + "." if roles
-                   else "Anyone may call it, without a key.")
-            operation["description"] = "\n\n".join(
-                part for part in (operation.get("description"), who) if part)
-
-
-def _nullable_reference(self: Any, field: fields.Field[Any], ret: dict[str, Any]) -> dict[str, Any]:
-    """A nested schema that may be null as OpenAPI 3.0 client generators read it: apispec's
-    ``anyOf`` of the schema and "any object or null" let them type it as any object."""
-    if field.allow_none and len(ret.get("anyOf", ())) == 2 and \
-            ret["anyOf"][0] == {"type": "object", "nullable": True}:
-        return {"allOf": [ret.pop("anyOf")[1]], "nullable": True}
-    return {}
-
-
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """Build the Flask application.
 
@@ -158,11 +88,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions["pitboss.keys"] = _keys(app)
     app.extensions["pitboss.throttled_log"] = ThrottledLog()
 
-    api = PitbossApi(app, spec_kwargs={"extra_plugins": (_OperationNames(app),)})
-    api.ma_plugin.converter.add_attribute_function(_nullable_reference)
-    api.spec.components.security_scheme(
-        "bearerAuth", {"type": "http", "scheme": "bearer",
-                       "description": "An API key: `pitboss keys create --name N --role R`."})
+    api = documented_api(app)
     api.register_blueprint(health.blp)
     api.register_blueprint(session.blp)
     api.register_blueprint(tables.blp)
