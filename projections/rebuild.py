@@ -165,7 +165,8 @@ def swap(fresh: View, live: View,
     ``catch_up_to`` is given the live view's position once its tables are locked (a worker
     kept it moving until then), to bring the fresh tables that far first: swapped in behind
     it, the view went back a few events (a balance a version older, for a moment), and a
-    balance check then reading its rows took events it had read the position of for unapplied.
+    balance check that read the position before the swap and the rows after it called events
+    unapplied.
     """
     if fresh.generation == live.generation or type(fresh) is not type(live):
         raise ValueError("swap a fresh generation of a view for the live one")
