@@ -19,6 +19,7 @@ import secrets
 import stat
 import tempfile
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -267,6 +268,11 @@ def remove_keys(path: Path, names: Iterable[str]) -> list[str]:
     return removed
 
 
+# A key file changed less than this long ago is read again at the next request.
+KEY_FILE_SETTLED_S = 2
+_UNSETTLED = (-1,)  # the stamp of a file still to be read again
+
+
 class KeyRing:
     """The configured keys; a file is re-read when its size or mtime changes."""
 
@@ -274,6 +280,7 @@ class KeyRing:
         self._static = list(keys)
         self._path = path
         self._stamp: tuple[int, ...] | None = None
+        self._said: str | None = None  # the last refusal of the file logged
         self._from_file: list[ApiKey] = []  # taken now
         self._accepted: list[ApiKey] = []  # the file's keys when it was last accepted
         self._by_hash = self._index()
@@ -308,6 +315,11 @@ class KeyRing:
             return
         if stamp == self._stamp:
             return
+        # A file written this recently may be written again within its timestamp's tick (a
+        # second or two on some filesystems) and keep this stamp: read it again until it has
+        # been still that long, or a text read half written would be kept for good.
+        settled = stamp == missing or (
+            time.time_ns() - info.st_mtime_ns > KEY_FILE_SETTLED_S * 1_000_000_000)
         with self._lock:
             try:
                 text = _read_text(self._path) if stamp != missing else ""
@@ -324,9 +336,14 @@ class KeyRing:
                 if listed is not None:
                     self._from_file = [k for k in self._accepted if k.key_hash in listed]
                     self._by_hash = self._index()
-                logger.error("keeping the previous keys%s: %s",
-                             "" if listed is None else " the file still lists", exc)
-            self._stamp = stamp
+                kept = "" if listed is None else " the file still lists"
+                said = f"keeping the previous keys{kept}: {exc}"
+                if said != self._said:  # once, not at each read while the file settles
+                    logger.error("%s", said)
+                self._said = said
+            else:
+                self._said = None
+            self._stamp = stamp if settled else _UNSETTLED
 
     def find(self, presented: str) -> ApiKey | None:
         """The key holder for a presented key, looked up by the key's hash: what a lookup's

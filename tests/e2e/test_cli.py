@@ -10,6 +10,7 @@ import re
 import socket
 import stat
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,10 +22,12 @@ import pytest
 from click.testing import CliRunner
 from werkzeug.serving import make_server
 
+from api import auth as auth_module
 from api import cli
 from api import client as client_module
 from api.app import create_app
 from api.auth import (
+    KEY_FILE_SETTLED_S,
     KEYS_MAX,
     KeyConfigError,
     KeyRing,
@@ -163,6 +166,32 @@ def test_a_key_file_is_read_again_when_it_changes(tmp_path, database):
     CliRunner().invoke(main, ["keys", "revoke", "--name", "bob", "--file", str(path)])
     problem_of(http.request("GET", "/whoami", role=None,
                             headers={"Authorization": f"Bearer {key}"}), 401)
+
+
+def test_a_key_file_written_a_moment_ago_is_read_again_until_it_has_been_still(
+        tmp_path, monkeypatch):
+    # Written twice within one tick of a coarse timestamp (a second or two on some
+    # filesystems), a file kept the stamp of a read made between the two writes: a text read
+    # half written (no keys at all) was kept until the file changed again.
+    path = tmp_path / "keys.jsonl"
+    key = append_key(path, "ann", "dealer")
+    ring = KeyRing(path=path)
+    reads: list[Path] = []
+    read = auth_module._read_text
+
+    def counted(file: Path) -> str:
+        reads.append(file)
+        return read(file)
+
+    monkeypatch.setattr(auth_module, "_read_text", counted)
+    assert ring.find(key) is not None
+    assert ring.find(key) is not None
+    assert len(reads) == 2  # just written: read at each request
+    still = time.time() - 2 * KEY_FILE_SETTLED_S
+    os.utime(path, (still, still))
+    assert ring.find(key) is not None  # its stamp moved: read once more, then trusted
+    assert ring.find(key) is not None
+    assert len(reads) == 3
 
 
 def ann_on_a_key_file(tmp_path: Path, database: Any) -> tuple[Path, Callable[[], Any]]:
