@@ -169,7 +169,7 @@ def test_a_key_file_is_read_again_when_it_changes(tmp_path, database):
 
 
 def test_a_key_file_written_a_moment_ago_is_read_again_until_it_has_been_still(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, caplog):
     # Written twice within one tick of a coarse timestamp (a second or two on some
     # filesystems), a file kept the stamp of a read made between the two writes: a text read
     # half written (no keys at all) was kept until the file changed again.
@@ -192,6 +192,14 @@ def test_a_key_file_written_a_moment_ago_is_read_again_until_it_has_been_still(
     assert ring.find(key) is not None  # its stamp moved: read once more, then trusted
     assert ring.find(key) is not None
     assert len(reads) == 3
+    # A refused edit, read again while it settles, is logged once.
+    with path.open("a") as keys, caplog.at_level(logging.ERROR, logger="pitboss.auth"):
+        keys.write("{not json\n")
+        keys.flush()
+        for _ in range(3):
+            assert ring.find(key) is not None
+    assert len(reads) >= 6  # each time (the refused file twice: for its keys, then its hashes)
+    assert len([r for r in caplog.records if "keeping the previous keys" in r.getMessage()]) == 1
 
 
 def ann_on_a_key_file(tmp_path: Path, database: Any) -> tuple[Path, Callable[[], Any]]:
