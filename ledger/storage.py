@@ -120,10 +120,11 @@ class _CreatesTablesOneAtATime:
             curs.execute("SELECT pg_advisory_xact_lock(%s)", (self.CREATION_LOCK,))
             for statement in self.sql_create_statements:
                 if "CREATE TYPE" in statement.as_string():
-                    # No IF NOT EXISTS for types: try it in a savepoint of its own.
-                    with contextlib.suppress(psycopg.errors.DuplicateObject), \
-                            curs.connection.transaction():
-                        curs.execute(statement, prepare=False)
+                    # No IF NOT EXISTS for types: one that exists is passed over inside the
+                    # server (a savepoint's DuplicateObject wrote an ERROR to its log at
+                    # every start).
+                    curs.execute(SQL("DO $$ BEGIN {}; EXCEPTION WHEN duplicate_object THEN "
+                                     "NULL; END $$").format(statement), prepare=False)
             self._create_table(curs)  # type: ignore[attr-defined]  # the rest, as the library
         self.datastore.register_type_adapters()
 
