@@ -268,19 +268,25 @@ def remove_keys(path: Path, names: Iterable[str]) -> list[str]:
     return removed
 
 
-# A key file changed less than this long ago is read again at the next request.
+# A key file is trusted to be as last read only once its stamp has stayed the same this long.
 KEY_FILE_SETTLED_S = 2
 _UNSETTLED = (-1,)  # the stamp of a file still to be read again
 
 
 class KeyRing:
-    """The configured keys; a file is re-read when its size or mtime changes."""
+    """The configured keys. A file is read again when its stamp (inode, size, times, owner,
+    mode) changes, and at each request until that stamp has stayed the same for
+    KEY_FILE_SETTLED_S by this process's clock: written twice within one tick of a coarse
+    file clock, a file keeps its stamp, and a text read between the writes (half written: no
+    keys) would otherwise be kept until the next edit."""
 
     def __init__(self, keys: Sequence[ApiKey] = (), *, path: Path | None = None) -> None:
         self._static = list(keys)
         self._path = path
-        self._stamp: tuple[int, ...] | None = None
-        self._said: str | None = None  # the last refusal of the file logged
+        self._stamp: tuple[int, ...] | None = None  # the stamp read and settled
+        self._seen: tuple[tuple[int, ...], float] | None = None  # a stamp, and since when
+        self._text: str | None = None  # the text last read: read again, it is not parsed again
+        self._said: tuple[Any, ...] | None = None  # the file's last refusal logged
         self._from_file: list[ApiKey] = []  # taken now
         self._accepted: list[ApiKey] = []  # the file's keys when it was last accepted
         self._by_hash = self._index()
@@ -315,35 +321,47 @@ class KeyRing:
             return
         if stamp == self._stamp:
             return
-        # A file written this recently may be written again within its timestamp's tick (a
-        # second or two on some filesystems) and keep this stamp: read it again until it has
-        # been still that long, or a text read half written would be kept for good.
-        settled = stamp == missing or (
-            time.time_ns() - info.st_mtime_ns > KEY_FILE_SETTLED_S * 1_000_000_000)
         with self._lock:
+            now = time.monotonic()
+            if self._seen is None or self._seen[0] != stamp:
+                self._seen = (stamp, now)
+            settled = stamp == missing or now - self._seen[1] >= KEY_FILE_SETTLED_S
             try:
                 text = _read_text(self._path) if stamp != missing else ""
-                from_file = parse_keys(text, source=str(self._path))
-                one_holder_beside(self._static, from_file, self._path)
-                self._from_file = self._accepted = from_file
-                self._by_hash = self._index()
             except KeyConfigError as exc:
-                if self._stamp is None:
-                    raise
-                # A half-written edit must not lock everybody out: keep the last good keys,
-                # but none the file no longer lists (a revocation holds even in a file refused).
-                listed = _hashes_listed(self._path) if stamp != missing else set()
-                if listed is not None:
-                    self._from_file = [k for k in self._accepted if k.key_hash in listed]
-                    self._by_hash = self._index()
-                kept = "" if listed is None else " the file still lists"
-                said = f"keeping the previous keys{kept}: {exc}"
-                if said != self._said:  # once, not at each read while the file settles
-                    logger.error("%s", said)
-                self._said = said
+                self._refused(exc, stamp)
             else:
-                self._said = None
+                if text != self._text or self._stamp is None:  # the same text, the same keys
+                    self._take(text, stamp)
+                    self._text = text
             self._stamp = stamp if settled else _UNSETTLED
+
+    def _take(self, text: str, stamp: tuple[int, ...]) -> None:
+        try:
+            from_file = parse_keys(text, source=str(self._path))
+            one_holder_beside(self._static, from_file, cast(Path, self._path))
+        except KeyConfigError as exc:
+            self._refused(exc, stamp)
+            return
+        self._from_file = self._accepted = from_file
+        self._by_hash = self._index()
+
+    def _refused(self, exc: KeyConfigError, stamp: tuple[int, ...]) -> None:
+        """A half-written edit must not lock everybody out: keep the last good keys, but none
+        the file no longer lists (a revocation holds even in a file refused), where it can
+        still be read for the hashes it lists."""
+        if self._stamp is None:
+            raise exc
+        path = cast(Path, self._path)
+        listed = _hashes_listed(path) if stamp != (0,) * 7 else set()
+        if listed is not None:
+            self._from_file = [k for k in self._accepted if k.key_hash in listed]
+            self._by_hash = self._index()
+        said = (stamp, str(exc), listed is None)
+        if said != self._said:  # once for each state of the file, not at each read of it
+            logger.error("keeping the previous keys%s: %s",
+                         "" if listed is None else " the file still lists", exc)
+            self._said = said
 
     def find(self, presented: str) -> ApiKey | None:
         """The key holder for a presented key, looked up by the key's hash: what a lookup's

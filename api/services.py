@@ -57,6 +57,7 @@ class _BuiltOnce(Generic[T]):
                 except Exception as failure:
                     self._failure = (time.monotonic(), failure)
                     raise
+                self._failure = None
             return self.value
 
     def close(self, closing: Callable[[T], None]) -> None:

@@ -27,8 +27,8 @@ from api import cli
 from api import client as client_module
 from api.app import create_app
 from api.auth import (
-    KEY_FILE_SETTLED_S,
     KEYS_MAX,
+    ApiKey,
     KeyConfigError,
     KeyRing,
     append_key,
@@ -168,38 +168,55 @@ def test_a_key_file_is_read_again_when_it_changes(tmp_path, database):
                             headers={"Authorization": f"Bearer {key}"}), 401)
 
 
-def test_a_key_file_written_a_moment_ago_is_read_again_until_it_has_been_still(
+def test_a_key_file_is_read_again_until_its_stamp_has_stayed_the_same_a_while(
         tmp_path, monkeypatch, caplog):
     # Written twice within one tick of a coarse timestamp (a second or two on some
     # filesystems), a file kept the stamp of a read made between the two writes: a text read
     # half written (no keys at all) was kept until the file changed again.
+    monkeypatch.setattr(auth_module, "KEY_FILE_SETTLED_S", 0.3)
     path = tmp_path / "keys.jsonl"
     key = append_key(path, "ann", "dealer")
     ring = KeyRing(path=path)
     reads: list[Path] = []
-    read = auth_module._read_text
+    parses: list[str] = []
+    read, parse = auth_module._read_text, auth_module.parse_keys
 
-    def counted(file: Path) -> str:
+    def counted_read(file: Path) -> str:
         reads.append(file)
         return read(file)
 
-    monkeypatch.setattr(auth_module, "_read_text", counted)
+    def counted_parse(text: str, **kwargs: Any) -> list[ApiKey]:
+        parses.append(text)
+        return parse(text, **kwargs)
+
+    monkeypatch.setattr(auth_module, "_read_text", counted_read)
+    monkeypatch.setattr(auth_module, "parse_keys", counted_parse)
     assert ring.find(key) is not None
     assert ring.find(key) is not None
-    assert len(reads) == 2  # just written: read at each request
-    still = time.time() - 2 * KEY_FILE_SETTLED_S
-    os.utime(path, (still, still))
-    assert ring.find(key) is not None  # its stamp moved: read once more, then trusted
-    assert ring.find(key) is not None
+    assert (len(reads), len(parses)) == (2, 0)  # read at each request; the same text not parsed
+    time.sleep(0.35)
+    assert ring.find(key) is not None  # its stamp the same for a while: read once more, then
+    assert ring.find(key) is not None  # trusted
     assert len(reads) == 3
-    # A refused edit, read again while it settles, is logged once.
-    with path.open("a") as keys, caplog.at_level(logging.ERROR, logger="pitboss.auth"):
-        keys.write("{not json\n")
-        keys.flush()
+    # The file's own clock is not trusted: one set an hour ahead settles as any other.
+    ahead = time.time() + 3600
+    os.utime(path, (ahead, ahead))
+    assert ring.find(key) is not None  # a new stamp: read
+    time.sleep(0.35)
+    for _ in range(3):  # read once more, then trusted
+        assert ring.find(key) is not None
+    assert len(reads) == 5
+    # A refused edit is logged once while it settles, and a later edit refused alike again.
+    with caplog.at_level(logging.ERROR, logger="pitboss.auth"):
+        for edit in ("{not json\n", "{not json either\n"):
+            with path.open("a") as keys:
+                keys.write(edit)
+            for _ in range(3):
+                assert ring.find(key) is not None
+        path.chmod(0o666)  # refused before it is read, at each read while it settles
         for _ in range(3):
             assert ring.find(key) is not None
-    assert len(reads) >= 6  # each time (the refused file twice: for its keys, then its hashes)
-    assert len([r for r in caplog.records if "keeping the previous keys" in r.getMessage()]) == 1
+    assert len([r for r in caplog.records if "keeping the previous keys" in r.getMessage()]) == 3
 
 
 def ann_on_a_key_file(tmp_path: Path, database: Any) -> tuple[Path, Callable[[], Any]]:
