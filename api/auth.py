@@ -271,6 +271,7 @@ def remove_keys(path: Path, names: Iterable[str]) -> list[str]:
 # A key file is trusted to be as last read only once its stamp has stayed the same this long.
 KEY_FILE_SETTLED_S = 2
 _UNSETTLED = (-1,)  # the stamp of a file still to be read again
+_MISSING = (0,) * 7  # the stamp of no file
 
 
 class KeyRing:
@@ -304,7 +305,6 @@ class KeyRing:
     def _reload(self) -> None:
         if self._path is None:
             return
-        missing = (0,) * 7
         try:
             info = self._path.stat()
             # The inode too: an edit replaces the file, possibly within one mtime tick; and the
@@ -313,7 +313,7 @@ class KeyRing:
             stamp = (info.st_ino, info.st_mtime_ns, info.st_size, info.st_ctime_ns,
                      info.st_mode, info.st_uid, info.st_gid)  # (ctime may move by ticks)
         except FileNotFoundError:
-            stamp = missing
+            stamp = _MISSING
         except OSError as exc:  # a symlink loop, a directory not searchable …
             if self._stamp is None:
                 raise KeyConfigError(f"{self._path} cannot be read: {exc}") from None
@@ -325,9 +325,9 @@ class KeyRing:
             now = time.monotonic()
             if self._seen is None or self._seen[0] != stamp:
                 self._seen = (stamp, now)
-            settled = stamp == missing or now - self._seen[1] >= KEY_FILE_SETTLED_S
+            settled = stamp == _MISSING or now - self._seen[1] >= KEY_FILE_SETTLED_S
             try:
-                text = _read_text(self._path) if stamp != missing else ""
+                text = _read_text(self._path) if stamp != _MISSING else ""
             except KeyConfigError as exc:
                 self._refused(exc, stamp)
             else:
@@ -353,7 +353,7 @@ class KeyRing:
         if self._stamp is None:
             raise exc
         path = cast(Path, self._path)
-        listed = _hashes_listed(path) if stamp != (0,) * 7 else set()
+        listed = _hashes_listed(path) if stamp != _MISSING else set()
         if listed is not None:
             self._from_file = [k for k in self._accepted if k.key_hash in listed]
             self._by_hash = self._index()
