@@ -43,8 +43,17 @@ _MOMENT = ("An ISO 8601 time with its zone, as 2026-11-30T06:00:00Z or 2026-11-3
            "(a + in a query string is written %2B).")
 
 
+class _Moment(fields.AwareDateTime):
+    """An ISO 8601 time with its zone; its T and Z in either case, as RFC 3339 allows (a
+    client's 2026-11-30t06:00:00z was refused)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        return super()._deserialize(value.upper() if isinstance(value, str) else value, attr,
+                                    data, **kwargs)
+
+
 def _moment(bound: str) -> fields.AwareDateTime:
-    return fields.AwareDateTime(
+    return _Moment(
         error_messages={"invalid": _MOMENT, "invalid_awareness": _MOMENT},
         metadata={"description": f"{bound}, with a zone: 2026-11-30T06:00:00Z."})
 

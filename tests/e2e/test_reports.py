@@ -111,6 +111,12 @@ def test_a_search_flag_not_in_lower_case_is_refused_saying_how_to_write_it(http)
     assert said == {"wild_card": ["Not a boolean: true or false, in lower case."]}
 
 
+def test_a_search_time_may_write_its_t_and_z_in_lower_case(http):
+    # RFC 3339 allows them: 2026-11-30t06:00:00z was refused, while a space for the T was not.
+    lower = http.ok(http.get("/audit/rounds", started_from="2025-01-01t00:00:00z"))
+    assert lower == http.ok(http.get("/audit/rounds", started_from="2025-01-01T00:00:00Z"))
+
+
 @pytest.mark.parametrize("moment", ["2025-01-01", "2025-01-01T00:00:00",
                                     "2025-01-01T00:00:00 01:00"])
 def test_a_search_time_without_its_zone_is_refused_with_the_form_it_takes(http, moment):
