@@ -317,7 +317,9 @@ class KeyRing:
         except OSError as exc:  # a symlink loop, a directory not searchable …
             if self._stamp is None:
                 raise KeyConfigError(f"{self._path} cannot be read: {exc}") from None
-            logger.error("keeping the previous keys: %s cannot be read: %s", self._path, exc)
+            with self._lock:
+                self._refused(KeyConfigError(f"{self._path} cannot be read: {exc}"),
+                              _UNSETTLED, None)
             return
         if stamp == self._stamp:
             return
@@ -328,8 +330,9 @@ class KeyRing:
             settled = stamp == _MISSING or now - self._seen[1] >= KEY_FILE_SETTLED_S
             try:
                 text = _read_text(self._path) if stamp != _MISSING else ""
-            except KeyConfigError as exc:
-                self._refused(exc, stamp)
+            except KeyConfigError as exc:  # unreadable, or others could have written it
+                self._refused(exc, stamp, None)
+                self._text = None  # once it reads again, its text is judged again
             else:
                 if text != self._text or self._stamp is None:  # the same text, the same keys
                     self._take(text, stamp)
@@ -341,19 +344,19 @@ class KeyRing:
             from_file = parse_keys(text, source=str(self._path))
             one_holder_beside(self._static, from_file, cast(Path, self._path))
         except KeyConfigError as exc:
-            self._refused(exc, stamp)
+            self._refused(exc, stamp, text)
             return
         self._from_file = self._accepted = from_file
         self._by_hash = self._index()
 
-    def _refused(self, exc: KeyConfigError, stamp: tuple[int, ...]) -> None:
+    def _refused(self, exc: KeyConfigError, stamp: tuple[int, ...], text: str | None) -> None:
         """A half-written edit must not lock everybody out: keep the last good keys, but none
-        the file no longer lists (a revocation holds even in a file refused), where it can
-        still be read for the hashes it lists."""
+        the file's ``text`` no longer lists (a revocation holds even in a file refused), where
+        it can still be read for the hashes it lists (not when it could not be read, or
+        others could have written it: ``text`` None)."""
         if self._stamp is None:
             raise exc
-        path = cast(Path, self._path)
-        listed = _hashes_listed(path) if stamp != _MISSING else set()
+        listed = _hashes_in(text, str(self._path)) if text is not None else None
         if listed is not None:
             self._from_file = [k for k in self._accepted if k.key_hash in listed]
             self._by_hash = self._index()
@@ -370,12 +373,12 @@ class KeyRing:
         return self._by_hash.get(hash_key(presented))
 
 
-def _hashes_listed(path: Path) -> set[str] | None:
-    """The key hashes a refused key file still lists, whatever else is wrong with it: None
-    when it cannot say (a file another user could have written, one that is no key records,
-    or a record without a well-formed hash), and no key should be dropped on its word."""
+def _hashes_in(text: str, source: str) -> set[str] | None:
+    """The key hashes the text of a refused key file still lists, whatever else is wrong
+    with it: None when it cannot say (a text that is no key records, or a record without a
+    well-formed hash), and no key should be dropped on its word."""
     try:
-        records = _parse_records(_read_text(path), source=str(path), most=None)
+        records = _parse_records(text, source=source, most=None)
     except KeyConfigError:
         return None
     hashes = [r.get("key_hash") if isinstance(r, dict) else None for r in records]

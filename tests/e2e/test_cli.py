@@ -219,6 +219,30 @@ def test_a_key_file_is_read_again_until_its_stamp_has_stayed_the_same_a_while(
     assert len([r for r in caplog.records if "keeping the previous keys" in r.getMessage()]) == 3
 
 
+def test_a_refused_key_file_is_said_so_again_when_the_reason_changes_and_once_each_time(
+        tmp_path, caplog):
+    # Mended by chmod but still not parsing, a file was refused without a word (its text was
+    # the one already judged); a file that cannot be stat'ed was logged at every request.
+    path = tmp_path / "keys.jsonl"
+    key = append_key(path, "ann", "dealer")
+    ring = KeyRing(path=path)
+    with caplog.at_level(logging.ERROR, logger="pitboss.auth"):
+        with path.open("a") as keys:
+            keys.write("{bad\n")
+        for mode in (0o600, 0o666, 0o600):
+            path.chmod(mode)
+            for _ in range(2):
+                assert ring.find(key) is not None
+        path.unlink()
+        path.symlink_to(path)  # a loop: stat() fails with ELOOP
+        for _ in range(3):
+            assert ring.find(key) is not None
+    said = [r.getMessage() for r in caplog.records if r.name == "pitboss.auth"]
+    marks = ("is not JSON lines", "not trusted", "is not JSON lines", "symbolic links")
+    assert len(said) == len(marks), said
+    assert all(mark in line for mark, line in zip(marks, said, strict=True)), said
+
+
 def ann_on_a_key_file(tmp_path: Path, database: Any) -> tuple[Path, Callable[[], Any]]:
     """A key file holding a cashier key for ann, an app reading it, and who that key is now."""
     path = tmp_path / "keys.jsonl"
