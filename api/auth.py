@@ -321,6 +321,8 @@ class KeyRing:
                 self._refused(KeyConfigError(f"{self._path} cannot be read: {exc}"),
                               _UNSETTLED, None)
             return
+        if self._said is not None and self._said[0] is _UNSETTLED:
+            self._said = None  # read again: a next failure to read it is said again
         if stamp == self._stamp:
             return
         with self._lock:

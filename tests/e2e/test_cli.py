@@ -234,13 +234,39 @@ def test_a_refused_key_file_is_said_so_again_when_the_reason_changes_and_once_ea
             for _ in range(2):
                 assert ring.find(key) is not None
         path.unlink()
-        path.symlink_to(path)  # a loop: stat() fails with ELOOP
-        for _ in range(3):
-            assert ring.find(key) is not None
+        for _ in range(2):  # a loop, mended, and a loop again: said each time, once
+            path.symlink_to(path)  # stat() fails with ELOOP
+            for _ in range(3):
+                ring.find(key)
+            path.unlink()
+            ring.find(key)  # no file: read as no keys
     said = [r.getMessage() for r in caplog.records if r.name == "pitboss.auth"]
-    marks = ("is not JSON lines", "not trusted", "is not JSON lines", "symbolic links")
+    marks = ("is not JSON lines", "not trusted", "is not JSON lines", "symbolic links",
+             "symbolic links")
     assert len(said) == len(marks), said
     assert all(mark in line for mark, line in zip(marks, said, strict=True)), said
+
+
+def test_a_key_file_that_cannot_be_reached_again_is_said_so_again(tmp_path, caplog):
+    # The way to the file broken, mended (the file as it was: the same stamp) and broken
+    # again: the second break went unsaid.
+    folder = tmp_path / "keys"
+    folder.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    key = append_key(folder / "keys.jsonl", "ann", "dealer")
+    ring = KeyRing(path=link / "keys.jsonl")
+    with caplog.at_level(logging.ERROR, logger="pitboss.auth"):
+        for _ in range(2):
+            link.unlink()
+            link.symlink_to(link)  # a loop on the way: stat() fails with ELOOP
+            for _ in range(2):
+                assert ring.find(key) is not None
+            link.unlink()
+            link.symlink_to(folder)
+            assert ring.find(key) is not None
+    said = [r.getMessage() for r in caplog.records if r.name == "pitboss.auth"]
+    assert len(said) == 2, said
 
 
 def ann_on_a_key_file(tmp_path: Path, database: Any) -> tuple[Path, Callable[[], Any]]:
