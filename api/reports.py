@@ -15,7 +15,7 @@ from api.auth import AUDITOR, MANAGER
 from api.schemas import FindingsSchema, Out, QueryBoolean, page_limit, player, printable
 from api.services import ledger, services
 from api.views import Blueprint, guard
-from ledger.aggregates.account import HOUSE, PLAYER
+from ledger.aggregates.account import ACCOUNT_KINDS
 from projections.rounds import STATUSES
 from projections.settings import (
     BALANCES_PAGE_MAX,
@@ -44,8 +44,8 @@ _MOMENT = ("An ISO 8601 time with its zone, as 2026-11-30T06:00:00Z or 2026-11-3
 
 
 class _Moment(fields.AwareDateTime):
-    """An ISO 8601 time with its zone; its T and Z in either case, as RFC 3339 allows (a
-    client's 2026-11-30t06:00:00z was refused)."""
+    """An ISO 8601 time with its zone; its Z in either case, as RFC 3339 allows (a client's
+    2026-11-30T06:00:00z was refused; any separator, a lower-case t too, was taken)."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
         return super()._deserialize(value.upper() if isinstance(value, str) else value, attr,
@@ -157,7 +157,7 @@ class RoundPageSchema(Out):
 class BalanceSchema(Out):
     account_id = fields.String(required=True, metadata={"format": "uuid"})
     owner = fields.String(required=True)
-    kind = fields.String(required=True, metadata={"enum": [PLAYER, HOUSE]})
+    kind = fields.String(required=True, metadata={"enum": list(ACCOUNT_KINDS)})
     currency = fields.String(required=True)
     table_id = fields.String(required=True, allow_none=True, metadata={"format": "uuid"})
     available = fields.Integer(required=True)

@@ -17,7 +17,7 @@ import marshmallow
 from marshmallow import EXCLUDE, ValidationError, fields, validate, validates_schema
 
 from api.auth import ROLES
-from ledger.aggregates.account import HOUSE, PLAYER
+from ledger.aggregates.account import ACCOUNT_KINDS
 from ledger.application import (
     PAGE_SIZE_MAX,
     REQUEST_ID_MAX_CHARS,
@@ -25,6 +25,7 @@ from ledger.application import (
 )
 from ledger.engine.machine import DECISIONS, HAND_STATUSES, PHASES, REASON_MAX_CHARS
 from ledger.names import NAME_MAX_CHARS
+from ledger.plays import Play
 from ledger.rules import (
     AMOUNT_MAX,
     BOOL_FIELDS,
@@ -146,16 +147,17 @@ def amount(**kwargs: Any) -> WholeNumber:
     return WholeNumber(validate=validate.Range(1, AMOUNT_MAX), **kwargs)
 
 
-NOT_A_PLAYER_ID: Final = ("Not a valid player id (a letter or digit, then up to 63 of A-Z a-z "
-                          "0-9 . _ @ + -).")
+# How a player id is written, as every message and description of one says it.
+PLAYER_ID_WRITTEN: Final = "a letter or digit, then up to 63 of A-Z a-z 0-9 . _ @ + -"
+NOT_A_PLAYER_ID: Final = f"Not a valid player id ({PLAYER_ID_WRITTEN})."
 
 
 def player(*, in_query: bool = False, **kwargs: Any) -> fields.String:
     """A player id field. In a query string a + arrives as a space, which no player id holds:
     refused with how to write it, not searched for and found nowhere."""
     plus = " A + in a query string is written %2B." if in_query else ""
-    metadata = {"description": "A player id: a letter or digit, then up to 63 of "
-                f"A-Z a-z 0-9 . _ @ + -.{plus}", **kwargs.pop("metadata", {})}
+    metadata = {"description": f"A player id: {PLAYER_ID_WRITTEN}.{plus}",
+                **kwargs.pop("metadata", {})}
     return fields.String(validate=FullMatch(PLAYER_PATTERN, error=NOT_A_PLAYER_ID + plus),
                          metadata=metadata, **kwargs)
 
@@ -164,8 +166,7 @@ def player(*, in_query: bool = False, **kwargs: Any) -> fields.String:
 # any integer).
 PLAYER_IN_PATH: Final = {
     "in": "path", "name": "player", "required": True,
-    "description": "A player id, as the account was opened with: a letter or digit, then up "
-                   "to 63 of A-Z a-z 0-9 . _ @ + -.",
+    "description": f"A player id, as the account was opened with: {PLAYER_ID_WRITTEN}.",
     "schema": {"type": "string", "pattern": PLAYER_PATTERN}}
 VERSION_IN_PATH: Final = {
     "in": "path", "name": "version", "required": True,
@@ -598,7 +599,8 @@ class TurnSchema(Out):
 
 
 class PendingSchema(Out):
-    kind = fields.String(required=True, metadata={"enum": ["double", "split"]})
+    kind = fields.String(required=True, metadata={"enum": [Play.DOUBLE.value,
+                                                           Play.SPLIT.value]})
     box = fields.Integer(required=True)
     hand = fields.Integer(required=True)
     bettors = fields.List(fields.String(), required=True)
@@ -678,7 +680,7 @@ class RoundIdsSchema(Out):
 
 class AccountSchema(Out):
     owner = fields.String(required=True)
-    kind = fields.String(required=True, metadata={"enum": [PLAYER, HOUSE]})
+    kind = fields.String(required=True, metadata={"enum": list(ACCOUNT_KINDS)})
     currency = fields.String(required=True)
     available = fields.Integer(required=True)
     held = fields.Integer(required=True)

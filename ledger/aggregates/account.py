@@ -20,6 +20,7 @@ from ledger.rules import AMOUNT_MAX
 
 PLAYER = "player"
 HOUSE = "house"
+ACCOUNT_KINDS = (PLAYER, HOUSE)
 
 
 class Account(Aggregate):
