@@ -97,6 +97,16 @@ class View(PostgresTrackingRecorder):
             "ON CONFLICT (application_name) DO NOTHING").format(tracking)
         self.sql_create_statements.extend(self.create_statements())
 
+    def create_table(self) -> None:
+        """As the library makes them, but without its probe of a tracking table that is not
+        there yet: a probe that fails is an ERROR in PostgreSQL's log at every first start."""
+        with self.datastore.transaction(commit=False) as curs:
+            tracking_made = table_exists(curs, self.qualified("tracking"))
+        if tracking_made:
+            super().create_table()  # reads the tracking table's migration version
+        else:
+            super(PostgresTrackingRecorder, self).create_table()
+
     def name_of(self, part: str) -> str:
         name = f"{self.base}{self.generation}_{part}"
         self.check_identifier_length(name)

@@ -94,18 +94,22 @@ def test_a_restart_on_the_same_folder_keeps_the_data(embedded_folder, caplog):
     assert not [m for m in caplog.messages if m.startswith("started")]
 
 
-def test_a_ledger_started_on_its_tables_again_leaves_no_error_in_the_servers_log(
+def test_a_ledger_and_its_projections_started_fresh_and_again_leave_no_error_in_the_log(
         embedded_folder):
     # Each start tried to create the event type again in a savepoint: PostgreSQL's log took
-    # "ERROR: type ... already exists" twice at every pitboss serve.
+    # "ERROR: type ... already exists" twice at every pitboss serve. The projections' first
+    # start probed each tracking table before making it: "relation ... does not exist".
     from ledger.application import GameLedger
     from ledger.sealing import ShoeSealer
+    from projections.engine import Engine
 
     settings = start_embedded(embedded_folder)
     log = embedded_folder / "log"  # pgserver's: the server's output, from its start
     for _ in range(2):
         GameLedger(env=settings.eventsourcing_env(), shoe_key=ShoeSealer.new_key()).close()
-    assert "already exists" not in log.read_text(errors="replace")
+        Engine(settings.eventsourcing_env()).close()
+    written = log.read_text(errors="replace")
+    assert "ERROR" not in written, written
 
 
 def test_stopping_a_folder_without_a_server_reports_false(embedded_folder):
