@@ -36,9 +36,14 @@ class Parser(FlaskParser):
         try:
             data = req.get_data(cache=True)  # 413 for a declared length over the cap
         except ClientDisconnected:
-            # The body ended short, or stopped arriving (deploy/gunicorn.conf.py bounds each
-            # read): told as a timeout, to a client that may still be listening.
+            # The body stopped arriving (deploy/gunicorn.conf.py bounds each read), or ended
+            # short under werkzeug's own server: told as a timeout, to a client that may
+            # still be listening.
             raise RequestTimeout() from None
+        if req.content_length is not None and len(data) < req.content_length:
+            # Ended short under gunicorn, which hands over what came: a part that parses
+            # would be carried out as if it were the whole request.
+            raise RequestTimeout()
         if not data:
             return missing  # no body is no body; the schema says whether one is needed
         cap = flask.current_app.config.get("MAX_CONTENT_LENGTH")

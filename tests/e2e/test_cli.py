@@ -1472,6 +1472,12 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
             "stalled", "stalled-chunks")
         answer = _answer_to(unused_port, chunked + f"10000\r\n{' ' * 65536}\r\n")
         assert answer.startswith("HTTP/1.1 408 "), answer
+        # Ended short (the client closed its side): gunicorn hands over what came, and a
+        # body that parses was carried out as if whole.
+        short = head.replace("Content-Length: 13", "Content-Length: 40").replace(
+            "stalled", "ended-short")
+        answer = _answer_to(unused_port, short + '{"amount": 5}', close_sending=True)
+        assert answer.startswith("HTTP/1.1 408 "), answer
         assert _answer_to(unused_port, "GET /healthz HTTP/1.1\r\nHost: x\r\n") == ""
         _read_until(server, "a client sent nothing for 1 s in the middle of a request's headers",
                     20)
@@ -1479,13 +1485,15 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
         _stop(server)
 
 
-def _answer_to(port: int, sent: str) -> str:
+def _answer_to(port: int, sent: str, *, close_sending: bool = False) -> str:
     """What the server answers to ``sent`` before it closes the connection (a client that
-    sends no more, but waits 20 s at most)."""
+    sends no more, but waits 20 s at most; ``close_sending``: and says so)."""
     import socket
 
     with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
         conn.sendall(sent.encode())
+        if close_sending:
+            conn.shutdown(socket.SHUT_WR)
         answer = b""
         while chunk := conn.recv(65536):
             answer += chunk
