@@ -34,7 +34,7 @@ from api.document import documented_api
 from api.problems import register_problem_handlers
 from api.secrets_files import default_keys_file, load_shoe_key
 from api.services import Services, create_tables_wanted, ledger
-from api.throttled_log import ThrottledLog
+from api.throttled_log import ThrottledLog, throttle_pool_log
 from api.views import REPLAYED
 
 logger = logging.getLogger("pitboss.api")
@@ -87,6 +87,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions["pitboss"] = _services(app, settings)
     app.extensions["pitboss.keys"] = _keys(app)
     app.extensions["pitboss.throttled_log"] = ThrottledLog()
+    throttle_pool_log()
 
     api = documented_api(app)
     api.register_blueprint(health.blp)

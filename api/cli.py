@@ -62,6 +62,7 @@ from api.simulate import (
     SimulationStopped,
     TablePlay,
 )
+from api.throttled_log import throttle_pool_log
 from ledger.application import GameLedger
 from ledger.errors import InvariantBroken, LedgerError, QueryRefused
 from ledger.storage import (
@@ -231,6 +232,7 @@ def main(log_level: str) -> None:
     )
     # pgserver reports every step of starting postgres at INFO.
     logging.getLogger("pgserver").setLevel(logging.WARNING)
+    throttle_pool_log()
 
 
 @main.command()

@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from flask import current_app
 
@@ -48,28 +48,61 @@ class ThrottledLog:
                 exc_info: Any = None) -> None:
         """Log ``message % args`` to ``logger`` unless ``source`` has used its lines up in
         this window."""
+        turn = self._turn(source)
+        if turn == "counted":
+            return
+        if turn == "used up":
+            logger.warning(self._used_up(source))
+            return
+        if turn[0]:
+            logger.warning(self._untold(source, *turn))
+        logger.warning(message, *args, exc_info=exc_info)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """As a logger's filter: its warnings (and worse) throttled as :meth:`warning` does,
+        one source for each message before its arguments (a library's own lines, such as
+        a connection pool's, one for each attempt while the database is down)."""
+        if record.levelno < logging.WARNING:
+            return True
+        source = f"{record.name}'s \"{record.msg}\""
+        turn = self._turn(source)
+        if turn == "counted":
+            return False
+        if turn == "used up":
+            told = self._used_up(source)
+        elif turn[0]:
+            told = f"{self._untold(source, *turn)}; this one: {record.getMessage()}"
+        else:
+            return True
+        record.msg, record.args, record.exc_info, record.exc_text = told, None, None, None
+        return True
+
+    def _turn(self, source: str) -> Literal["used up", "counted"] | tuple[int, float]:
+        """What to do with the next line of ``source``: log it, after saying how many were
+        not and over how many seconds (none: ``(0, 0.0)``); say that the next are counted
+        (``"used up"``); or count it."""
         with self._lock:
             now = self._clock()
             window = self._window(source, now)
             if window.logged >= self._lines:
                 window.untold += 1
                 if window.untold > 1:
-                    return
+                    return "counted"
                 window.untold_since = now
-                untold = None  # the first one not logged: say what happens to the next
-            else:
-                window.logged += 1
-                untold, since = window.untold, window.untold_since
-                window.untold = 0
-        if untold is None:
-            logger.warning("more than %d warnings of %s in %.0f s: the next are counted, "
-                                "and their number logged with the first one after that",
-                                self._lines, source, self._window_s)
-            return
-        if untold:
-            logger.warning("%d more warnings of %s were not logged in the %.0f s before "
-                                "this one", untold, source, now - since)
-        logger.warning(message, *args, exc_info=exc_info)
+                return "used up"
+            window.logged += 1
+            untold, since = window.untold, window.untold_since
+            window.untold = 0
+            return (untold, now - since) if untold else (0, 0.0)
+
+    def _used_up(self, source: str) -> str:
+        return (f"more than {self._lines} warnings of {source} in {self._window_s:.0f} s: the "
+                "next are counted, and their number logged with the first one after that")
+
+    @staticmethod
+    def _untold(source: str, untold: int, seconds: float) -> str:
+        return (f"{untold} more warnings of {source} were not logged in the {seconds:.0f} s "
+                "before this one")
 
     def _window(self, source: str, now: float) -> _Window:
         window = self._windows.get(source)
@@ -81,6 +114,18 @@ class ThrottledLog:
             window.start, window.logged = now, 0
         self._windows.move_to_end(source)
         return window
+
+
+POOL_LOGGER: Final = "psycopg.pool"
+_POOL_LOG: Final = ThrottledLog()
+
+
+def throttle_pool_log() -> None:
+    """Throttle the connection pools' warnings (once for each process): while the database
+    is down, each pool logs every attempt to connect, tens of lines a minute."""
+    logger = logging.getLogger(POOL_LOGGER)
+    if _POOL_LOG not in logger.filters:
+        logger.addFilter(_POOL_LOG)
 
 
 def throttled() -> ThrottledLog:

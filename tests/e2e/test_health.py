@@ -82,3 +82,25 @@ def test_the_openapi_document_describes_healthz(client):
 def test_create_app_refuses_a_database_that_is_not_settings():
     with pytest.raises(TypeError, match="DatabaseSettings"):
         create_app({"DATABASE": "postgresql://bob@db/x"})
+
+
+def test_the_pools_warnings_are_throttled_in_the_api_and_the_command_line(make_app, tmp_path):
+    # While the database was down, each pool logged every attempt to connect: tens a minute.
+    import logging
+
+    from click.testing import CliRunner
+
+    from api.cli import main
+    from api.throttled_log import POOL_LOGGER, ThrottledLog
+
+    pool_log = logging.getLogger(POOL_LOGGER)
+
+    def throttles() -> list[ThrottledLog]:
+        return [f for f in pool_log.filters if isinstance(f, ThrottledLog)]
+
+    for start in (make_app, lambda: CliRunner().invoke(
+            main, ["keys", "list", "--file", str(tmp_path / "keys.jsonl")])):
+        for throttle in throttles():
+            pool_log.removeFilter(throttle)
+        start()
+        assert len(throttles()) == 1

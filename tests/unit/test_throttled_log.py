@@ -58,3 +58,29 @@ def test_the_sources_it_remembers_are_bounded(said):
                       "from c", "from b again",
                       "more than 1 warnings of c in 60 s: the next are counted, and their "
                       "number logged with the first one after that"]
+
+
+def test_as_a_filter_a_librarys_warnings_are_throttled_by_message_and_its_infos_pass(caplog):
+    pool_log = logging.getLogger("pitboss.test.pool")
+    caplog.set_level(logging.INFO, logger=pool_log.name)
+    clock = Clock()
+    throttle = ThrottledLog(lines_per_window=2, window_s=60, clock=clock)
+    pool_log.addFilter(throttle)
+    try:
+        for n in range(5):  # one source: the message before its arguments
+            pool_log.warning("error connecting in %r: %s", "pool-1", f"refused {n}")
+        pool_log.warning("discarding broken connection: %s", "c1")  # another message
+        pool_log.info("growing pool %r to %s", "pool-1", 2)  # not a warning: not counted
+        clock.now += 60
+        pool_log.warning("error connecting in %r: %s", "pool-1", "refused 5")
+    finally:
+        pool_log.removeFilter(throttle)
+    source = f"{pool_log.name}'s \"error connecting in %r: %s\""
+    assert [r.getMessage() for r in caplog.records] == [
+        "error connecting in 'pool-1': refused 0", "error connecting in 'pool-1': refused 1",
+        f"more than 2 warnings of {source} in 60 s: the next are counted, and their number "
+        "logged with the first one after that",
+        "discarding broken connection: c1", "growing pool 'pool-1' to 2",
+        f"3 more warnings of {source} were not logged in the 60 s before this one; this one: "
+        "error connecting in 'pool-1': refused 5"]
+
