@@ -289,7 +289,8 @@ class KeyRing:
         self._text: str | None = None  # the text last read: read again, it is not parsed again
         self._said: tuple[Any, ...] | None = None  # the file's last refusal logged
         self._from_file: list[ApiKey] = []  # taken now
-        self._accepted: list[ApiKey] = []  # the file's keys when it was last accepted
+        self._accepted: list[ApiKey] = []  # the file's keys when it was last accepted, settled
+        self._unsettled: list[ApiKey] | None = None  # keys taken from a text not yet settled
         self._by_hash = self._index()
         self._lock = threading.Lock()
         if path is not None:
@@ -339,6 +340,10 @@ class KeyRing:
                 if text != self._text or self._stamp is None:  # the same text, the same keys
                     self._take(text, stamp)
                     self._text = text
+            if settled and self._unsettled is not None:
+                # What a refused edit is judged against: never a text read half written
+                # (truncated in place, it parses as no keys at all).
+                self._accepted, self._unsettled = self._unsettled, None
             self._stamp = stamp if settled else _UNSETTLED
 
     def _take(self, text: str, stamp: tuple[int, ...]) -> None:
@@ -348,7 +353,9 @@ class KeyRing:
         except KeyConfigError as exc:
             self._refused(exc, stamp, text)
             return
-        self._from_file = self._accepted = from_file
+        self._from_file = self._unsettled = from_file
+        if self._stamp is None:  # the first read: nothing before it to keep
+            self._accepted = from_file
         self._by_hash = self._index()
 
     def _refused(self, exc: KeyConfigError, stamp: tuple[int, ...], text: str | None) -> None:
@@ -358,6 +365,7 @@ class KeyRing:
         others could have written it: ``text`` None)."""
         if self._stamp is None:
             raise exc
+        self._unsettled = None
         listed = _hashes_in(text, str(self._path)) if text is not None else None
         if listed is not None:
             self._from_file = [k for k in self._accepted if k.key_hash in listed]

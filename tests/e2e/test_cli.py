@@ -219,6 +219,27 @@ def test_a_key_file_is_read_again_until_its_stamp_has_stayed_the_same_a_while(
     assert len([r for r in caplog.records if "keeping the previous keys" in r.getMessage()]) == 3
 
 
+def test_a_key_file_read_half_written_does_not_become_what_a_refused_edit_keeps(
+        tmp_path, monkeypatch):
+    # Rewritten in place (cp, a shell's >, an editor), a file was read truncated: no keys,
+    # and a valid text. The edit then refused kept the keys of that read, none: everybody
+    # was locked out, and the log said "keeping the previous keys the file still lists".
+    clock = [1000.0]
+    monkeypatch.setattr(auth_module.time, "monotonic", lambda: clock[0])
+    path = tmp_path / "keys.jsonl"
+    keys = [append_key(path, name, "dealer") for name in ("ann", "bob")]
+    ring = KeyRing(path=path)
+    clock[0] += auth_module.KEY_FILE_SETTLED_S
+    assert all(ring.find(key) for key in keys)  # settled: both accepted
+    lines = path.read_text().splitlines(keepends=True)
+    with path.open("w") as rewritten:  # truncated; a request lands before the text does
+        assert ring.find(keys[0]) is None
+        rewritten.write(lines[0] + lines[1].replace('"dealer"', '"croupier"'))
+    for _ in range(2):  # refused at once, and once settled
+        clock[0] += auth_module.KEY_FILE_SETTLED_S
+        assert [ring.find(key) is not None for key in keys] == [True, True]
+
+
 def test_a_refused_key_file_is_said_so_again_when_the_reason_changes_and_once_each_time(
         tmp_path, caplog):
     # Mended by chmod but still not parsing, a file was refused without a word (its text was
