@@ -281,9 +281,11 @@ class KeyRing:
     file clock, a file keeps its stamp, and a text read between the writes (half written: no
     keys) would otherwise be kept until the next edit."""
 
-    def __init__(self, keys: Sequence[ApiKey] = (), *, path: Path | None = None) -> None:
+    def __init__(self, keys: Sequence[ApiKey] = (), *, path: Path | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._static = list(keys)
         self._path = path
+        self._clock = clock
         self._stamp: tuple[int, ...] | None = None  # the stamp read and settled
         self._seen: tuple[tuple[int, ...], float] | None = None  # a stamp, and since when
         self._text: str | None = None  # the text last read: read again, it is not parsed again
@@ -327,7 +329,7 @@ class KeyRing:
         if stamp == self._stamp:
             return
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             if self._seen is None or self._seen[0] != stamp:
                 self._seen = (stamp, now)
             settled = stamp == _MISSING or now - self._seen[1] >= KEY_FILE_SETTLED_S

@@ -219,16 +219,14 @@ def test_a_key_file_is_read_again_until_its_stamp_has_stayed_the_same_a_while(
     assert len([r for r in caplog.records if "keeping the previous keys" in r.getMessage()]) == 3
 
 
-def test_a_key_file_read_half_written_does_not_become_what_a_refused_edit_keeps(
-        tmp_path, monkeypatch):
+def test_a_key_file_read_half_written_does_not_become_what_a_refused_edit_keeps(tmp_path):
     # Rewritten in place (cp, a shell's >, an editor), a file was read truncated: no keys,
     # and a valid text. The edit then refused kept the keys of that read, none: everybody
     # was locked out, and the log said "keeping the previous keys the file still lists".
     clock = [1000.0]
-    monkeypatch.setattr(auth_module.time, "monotonic", lambda: clock[0])
     path = tmp_path / "keys.jsonl"
     keys = [append_key(path, name, "dealer") for name in ("ann", "bob")]
-    ring = KeyRing(path=path)
+    ring = KeyRing(path=path, clock=lambda: clock[0])
     clock[0] += auth_module.KEY_FILE_SETTLED_S
     assert all(ring.find(key) for key in keys)  # settled: both accepted
     lines = path.read_text().splitlines(keepends=True)
