@@ -226,13 +226,19 @@ def _flatten(found: object, prefix: str, out: dict[str, list[str]], *, whole: st
             _flatten(m, prefix, out, whole=whole)
 
 
+def _split(name: str) -> list[str]:
+    """A class name's words, an acronym one word (``HTTPVersionNotSupported``: HTTP, Version,
+    Not, Supported)."""
+    return re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", name) or [name]
+
+
 def _words(name: str) -> str:
-    words = re.sub(r"(?<!^)(?=[A-Z])", " ", name).split()
-    return " ".join([words[0], *(w.lower() for w in words[1:])]) if words else name
+    first, *rest = _split(name)
+    return " ".join([first, *(w if len(w) > 1 and w.isupper() else w.lower() for w in rest)])
 
 
 def _kebab(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+    return "-".join(_split(name)).lower()
 
 
 def ledger_error_problem(error: LedgerError) -> Response:

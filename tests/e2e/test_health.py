@@ -86,8 +86,6 @@ def test_create_app_refuses_a_database_that_is_not_settings():
 
 def test_the_pools_warnings_are_throttled_in_the_api_and_the_command_line(make_app, tmp_path):
     # While the database was down, each pool logged every attempt to connect: tens a minute.
-    import logging
-
     from click.testing import CliRunner
 
     from api.cli import main
@@ -104,3 +102,17 @@ def test_the_pools_warnings_are_throttled_in_the_api_and_the_command_line(make_a
             pool_log.removeFilter(throttle)
         start()
         assert len(throttles()) == 1
+
+
+@pytest.mark.parametrize(("status", "title", "kind"), [
+    (505, "HTTP version not supported", "http-version-not-supported"),
+    (414, "Request URI too large", "request-uri-too-large"),
+    (404, "Not found", "not-found")])
+def test_a_problems_title_and_type_keep_an_acronym_one_word(make_app, status, title, kind):
+    # "H t t p version not supported", and its type "h-t-t-p-version-not-supported".
+    from flask import abort
+
+    app = make_app()
+    app.add_url_rule("/aborts", "aborts", lambda: abort(status))
+    body = app.test_client().get("/aborts").get_json()
+    assert (body["title"], body["type"]) == (title, f"urn:pitboss:problem:{kind}")
