@@ -819,7 +819,8 @@ def _head_hash(_: click.Context, __: click.Parameter, value: str | None) -> str 
                    "there on trust (a walk interrupted says where to go on from)")
 def chain(expected_head: str | None, expected_at: int | None, start: int) -> None:
     """Walk the event store's hash chain in the database, every event recomputed against its
-    link, with a progress bar. Exits with status 1 if the record was altered, 3 if the chain
+    link, with a progress bar. Exits with status 1 if the record was altered, 2 for options it
+    cannot use (an --after that is no event's id, or past --expected-at), 3 if the chain
     could not be walked (the database does not answer, or holds no ledger, or Ctrl-C)."""
     if expected_at is not None and expected_head is None:
         raise click.UsageError("--expected-at names where --expected-head was taken: give both")

@@ -396,7 +396,7 @@ def _origin(settings: DatabaseSettings) -> str:
     """Where the settings came from, as a log says it: ``pitboss serve`` hands the embedded
     server it started to its workers as ``DATABASE_URL``, which no operator set."""
     if settings.source == "DATABASE_URL" and _embedded_folder(settings):
-        return f"DATABASE_URL: the embedded PostgreSQL in {settings.host}"
+        return f"the embedded PostgreSQL in {settings.host}, passed on as DATABASE_URL"
     return settings.source
 
 
