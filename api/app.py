@@ -35,7 +35,7 @@ from api.problems import register_problem_handlers
 from api.secrets_files import default_keys_file, load_shoe_key
 from api.services import Services, create_tables_wanted, ledger
 from api.throttled_log import ThrottledLog, throttle_pool_log
-from api.views import REPLAYED
+from api.views import REPLAYED, AsciiInteger
 
 logger = logging.getLogger("pitboss.api")
 
@@ -79,6 +79,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     resolved from the environment here, which may start the embedded server.
     """
     app = Flask("api")
+    # A path is taken as written: werkzeug would answer "//" with a 308 to the merged path,
+    # built from the request's Host header, and read a version's digits in any script.
+    app.url_map.merge_slashes = False
+    app.url_map.converters["int"] = AsciiInteger
     app.config.from_mapping(DEFAULT_CONFIG)
     app.config["API_VERSION"] = _package_version()
     if config is not None:

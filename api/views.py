@@ -14,6 +14,7 @@ from marshmallow import Schema
 from webargs.core import missing
 from webargs.flaskparser import FlaskParser, abort
 from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge, RequestTimeout
+from werkzeug.routing import IntegerConverter
 
 from api.auth import current_principal, requires
 from api.problems import GIVEN_TWICE, NOT_A_QUERY_PARAMETER
@@ -21,6 +22,13 @@ from api.schemas import IdempotencyHeaderSchema
 from api.strict_json import NotJson, RepeatedMember, members_once, no_constant
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class AsciiInteger(IntegerConverter):
+    """A route's integer in ASCII digits (werkzeug's takes ``\\d``: Arabic-Indic or fullwidth
+    digits read as 0 to 9)."""
+
+    regex = "[0-9]+"
 
 
 class Parser(FlaskParser):

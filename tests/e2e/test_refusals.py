@@ -543,6 +543,8 @@ def test_an_unknown_account_is_404_with_its_rule(http):
 
 def test_a_malformed_id_or_version_in_the_path_is_404(http, desk):
     problem_of(http.get("/rounds/not-a-uuid"), 404)
+    for written in ("%D9%A1", "%EF%BC%92"):  # 1 and 2 in other scripts' digits: no version
+        problem_of(desk.http.get(f"/audit/rounds/{desk.round_id}/versions/{written}"), 404)
     past = desk.http.ok(desk.http.get(f"/rounds/{desk.round_id}"))["version"] + 1  # not yet
     for version in (0, -1, 10**9 + 1, 10**30, past):  # named as the version, not the round
         body = problem_of(desk.http.get(f"/audit/rounds/{desk.round_id}/versions/{version}"),
@@ -559,8 +561,11 @@ def test_a_request_id_reused_for_another_request_is_refused(desk):
     assert desk.balance("P2") == (500, 0)
 
 
-def test_an_unknown_route_and_a_wrong_method_are_problems(http):
+def test_an_unknown_route_and_a_wrong_method_are_problems(http, desk):
     problem_of(http.get("/no/such/route"), 404)
+    # Not a 308 to the path with its slashes merged, at the host the request named.
+    problem_of(http.request("GET", f"/rounds//{desk.round_id}",
+                            headers={"Host": "elsewhere.example"}), 404)
     problem_of(http.request("DELETE", "/tables"), 405)
 
 
