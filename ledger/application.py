@@ -216,6 +216,7 @@ class GameLedger(Application[UUID]):
         _check_currency(currency)
         _check_rule_set(rules)
         limits = limits or TableLimits()
+        _check_boxes_for_one(rules, limits)
         table_id = ids.table_id(name)
         payload = {"name": name, "rules": rules.to_dict(), "limits": limits.to_dict(),
                    "currency": currency}
@@ -258,6 +259,7 @@ class GameLedger(Application[UUID]):
             if not kept:
                 _check_rule_set(rules)
             merged = TableLimits.from_dict({**table.limits, **changes})
+            _check_boxes_for_one(rules, merged)
             table.trigger_event(Table.RulesChanged, rules=rules.to_dict(),
                                 rules_hash=rules.content_hash, limits=merged.to_dict(),
                                 reason=reason, actor=actor, request_id=request_id,
@@ -1618,6 +1620,16 @@ def _check_rule_set(rules: RuleSet) -> None:
     clash = preset_clash(rules)
     if clash is not None:
         raise RuleSetInvalid("name", clash)
+
+
+def _check_boxes_for_one(rules: RuleSet, limits: TableLimits) -> None:
+    """A player alone at the table can be dealt: the table has the boxes he must play."""
+    need = rules.min_boxes_lone_player
+    if limits.boxes < need:
+        raise RuleSetInvalid("boxes", f"a player alone at the table must play at least {need} "
+                             f"boxes (R-C8), and the table would have {limits.boxes}: give it "
+                             f"{need} or more, or rules that ask fewer (min_boxes_lone_player)",
+                             "R-C8")
 
 
 def _check_reason(reason: str, rule: str) -> None:
