@@ -133,7 +133,8 @@ def http_exception_problem(error: HTTPException) -> Response:
         # cited is theirs), then names the route does not take.
         ordered = sorted(errors.items(), key=lambda item: (set(item[1]) <= NOT_A_FIELD, item[0]))
         shown = {name: messages[:FIELDS_SHOWN] for name, messages in ordered[:FIELDS_SHOWN]}
-        detail = "The request does not fit its schema: " + "; ".join(
+        detail = _SCHEMA_PROBLEM_DETAILS.get(status, "The request does not fit its schema: ") \
+            + "; ".join(
             f"{name}: {' '.join(messages)}" for name, messages in shown.items())
         if (more := len(errors) - len(shown)) > 0:
             detail += f"; and {more:,} more field{'s' if more > 1 else ''}"
@@ -166,6 +167,8 @@ def http_exception_problem(error: HTTPException) -> Response:
 
 
 _SCHEMA_PROBLEMS = {400: "MalformedRequest", 415: "UnsupportedMediaType"}
+_SCHEMA_PROBLEM_DETAILS = {400: "The request cannot be read as sent: ",
+                           415: "The body is not sent as the API takes it: "}
 # The most fields (and messages of one field) a schema refusal names.
 FIELDS_SHOWN = 10
 # Messages about a name the request should not have sent, not about a value.

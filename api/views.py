@@ -62,7 +62,7 @@ class Parser(FlaskParser):
                 or req.mimetype_params.get("charset", "utf-8").lower() not in _UTF_8:
             abort(415, messages={"Content-Type": [
                 "A request body is JSON in UTF-8: send it with Content-Type: "
-                "application/json."]})
+                "application/json, with no charset or charset=utf-8."]})
         if req.headers.get("Content-Encoding", "").strip().lower() not in ("", "identity"):
             abort(415, messages={"Content-Encoding": [
                 "A request body is sent uncompressed: send it without Content-Encoding."]})
@@ -76,8 +76,13 @@ class Parser(FlaskParser):
         except NotJson as constant:
             abort(400, messages={"json": [f"The JSON body holds {constant}, which is not a "
                                           "JSON number."]})
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise  # webargs answers these itself
+        except json.JSONDecodeError as error:  # webargs would say "Invalid JSON body."
+            abort(400, messages={"json": [f"The body is not JSON: {error.msg} at line "
+                                          f"{error.lineno}, column {error.colno}."]})
+        except UnicodeDecodeError as error:
+            abort(400, messages={"json": [f"The body is not UTF-8: byte {error.start + 1} "
+                                          f"({error.object[error.start]:#04x}) cannot be read "
+                                          "there."]})
         except ValueError:  # an integer of more digits than Python converts
             abort(400, messages={"json": ["The JSON body holds a number too long to read."]})
 

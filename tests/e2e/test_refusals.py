@@ -136,7 +136,17 @@ def test_a_body_that_is_not_json_is_400(http):
                                 headers={"Authorization": f"Bearer {KEYS['dealer']}",
                                          "Idempotency-Key": "k1"})
     body = problem_of(response, 400)
-    assert body["errors"]["body"] == ["Invalid JSON body."]
+    # It said "Invalid JSON body.", whatever was wrong, after "does not fit its schema".
+    assert body["errors"] == {"body": [
+        "The body is not JSON: Expecting property name enclosed in double quotes at line 1, "
+        "column 2."]}
+    assert body["detail"].startswith("The request cannot be read as sent: body: ")
+    response = http.client.post("/tables", data=b'{"name": "T\xe9"}',
+                                content_type="application/json",
+                                headers={"Authorization": f"Bearer {KEYS['dealer']}",
+                                         "Idempotency-Key": "k2"})
+    assert problem_of(response, 400)["errors"] == {"body": [
+        "The body is not UTF-8: byte 12 (0xe9) cannot be read there."]}
 
 
 def test_a_number_too_long_to_read_is_400_not_500(http):
@@ -235,7 +245,10 @@ def test_a_body_not_sent_as_json_is_415_and_moves_nothing(desk, content_type):
     before = available(desk)
     response = cashier_post(desk, "/accounts/P1/buy-in", '{"amount": 5}', content_type)
     body = problem_of(response, 415)
-    assert "Content-Type" in body["errors"]
+    assert body["errors"] == {"Content-Type": [
+        "A request body is JSON in UTF-8: send it with Content-Type: application/json, with "
+        "no charset or charset=utf-8."]}
+    assert body["detail"].startswith("The body is not sent as the API takes it: ")
     assert body["title"] == "Unsupported media type"
     assert available(desk) == before
     # Nor does a command that takes no body act on one it cannot read.
