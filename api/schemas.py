@@ -184,10 +184,21 @@ def hand(**kwargs: Any) -> WholeNumber:
                        **kwargs)
 
 
+def _described(kwargs: dict[str, Any], written: str) -> dict[str, Any]:
+    """``kwargs`` with ``written`` (what the server checks beyond the schema's lengths) after
+    the field's own description."""
+    metadata = kwargs.pop("metadata", {})
+    own = metadata.get("description")
+    return {**kwargs, "metadata": {**metadata,
+                                   "description": f"{own} {written}" if own else written}}
+
+
 def text(max_chars: int, **kwargs: Any) -> fields.String:
+    """A name given to something new (a table, a rule set)."""
     return fields.String(
-        validate=[validate.Length(1, max_chars), printable, _trimmed], **kwargs
-    )
+        validate=[validate.Length(1, max_chars), printable, _trimmed],
+        **_described(kwargs, "Printable characters without surrounding spaces, in composed "
+                             "form (Unicode NFC), not starting with an accent."))
 
 
 def _not_blank(value: str) -> str:
@@ -198,7 +209,7 @@ def _not_blank(value: str) -> str:
 
 def reason(**kwargs: Any) -> fields.String:
     return fields.String(validate=[validate.Length(1, REASON_MAX_CHARS), printable, _not_blank],
-                         **kwargs)
+                         **_described(kwargs, "Printable characters, not only spaces."))
 
 
 def page_limit(default: int, maximum: int = PAGE_SIZE_MAX) -> QueryWholeNumber:

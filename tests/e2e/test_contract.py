@@ -203,6 +203,12 @@ def test_a_generated_client_gets_names_roles_and_types_it_can_use() -> None:
     (if_match,) = [p for p in doc["paths"]["/rounds/{round_id}/hit"]["post"]["parameters"]
                    if p["name"] == "If-Match"]
     assert not {"nullable", "default"} & set(if_match["schema"])
+    # Names and reasons as the server checks them, not lengths alone: clients validated
+    # "M\u0012" as a reason, and the server refused it.
+    schemas = doc["components"]["schemas"]
+    for schema, field in (("OpenTable", "name"), ("RuleOverrides", "name"),
+                          ("Reason", "reason"), ("Reopen", "reason")):
+        assert "Printable characters" in schemas[schema]["properties"][field]["description"]
 
 
 def test_the_docs_page_runs_only_the_swagger_ui_files_it_pins() -> None:
