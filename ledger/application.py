@@ -1651,9 +1651,10 @@ def _check_known_currency(currency: str) -> None:
     """Checked when a table or an account is opened in ``currency``: a typo would open one
     whose currency cannot be changed (tables and accounts stored before keep theirs)."""
     if currency not in CURRENCIES:
-        raise CurrencyRefused(f"{currency} is no ISO 4217 currency code with a minor unit (a "
-                              "typo for one?); a table's or account's currency cannot be "
-                              "changed once opened.")
+        raise CurrencyRefused(f"{currency} is no ISO 4217 currency with a minor unit that a "
+                              "table plays in (not a fund code or a unit of account; a typo "
+                              "for one?); a table's or account's currency cannot be changed "
+                              "once opened.")
 
 
 def _page(limit: int) -> int:

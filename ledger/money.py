@@ -19,19 +19,20 @@ from ledger.errors import InvariantBroken
 HOUSE_KEY = ""  # the account key of the table's house
 
 # The alphabetic codes of ISO 4217 that have a minor unit (R-M1 counts amounts in it; not
-# XXX, XTS, the metals or the units of account), those in use (to amendment 179, 2025) and
+# XXX, XTS, the metals, the units of account or the fund codes such as USN and CLF, which no
+# table plays in), those in use (to amendment 179, 2025) and
 # those withdrawn since 2020 (a casino may still settle in one), so that a typo such as EUX is
 # refused when a table or an account is opened in it: an account's currency cannot be
 # changed, and its chips could go to no table. Tables and accounts stored before keep theirs.
 # A code introduced after this list is refused until the list is extended.
 CURRENCIES = frozenset("""
-    AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BOV BRL BSD
-    BTN BWP BYN BZD CAD CDF CHE CHF CHW CLF CLP CNY COP COU CRC CUC CUP CVE CZK DJF DKK DOP
+    AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD
+    BTN BWP BYN BZD CAD CDF CHF CLP CNY COP CRC CUC CUP CVE CZK DJF DKK DOP
     DZD EGP ERN ETB EUR FJD FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HRK HTG HUF IDR ILS
     INR IQD IRR ISK JMD JOD JPY KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD
-    MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MXV MYR MZN NAD NGN NIO NOK NPR NZD OMR
+    MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK NPR NZD OMR
     PAB PEN PGK PHP PKR PLN PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP SLE SLL SOS
-    SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP TRY TTD TWD TZS UAH UGX USD USN UYI UYU UYW
+    SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP TRY TTD TWD TZS UAH UGX USD UYU
     UZS VED VES VND VUV WST XAD XAF XCD XCG XOF XPF YER ZAR ZMW ZWG ZWL
 """.split())  # noqa: SIM905 (read as words)
 
