@@ -216,7 +216,6 @@ class GameLedger(Application[UUID]):
         _check_currency(currency)
         _check_rule_set(rules)
         limits = limits or TableLimits()
-        _check_boxes_for_one(rules, limits)
         table_id = ids.table_id(name)
         payload = {"name": name, "rules": rules.to_dict(), "limits": limits.to_dict(),
                    "currency": currency}
@@ -228,6 +227,7 @@ class GameLedger(Application[UUID]):
             # came in is answered, not refused.
             check_new_name("table name", name, "name")
             _check_known_currency(currency)
+            _check_boxes_for_one(rules, limits)
             table = Table._create(Table.Created, id=table_id, timestamp=self._clock(),
                                   name=name, currency=currency, rules=rules.to_dict(),
                                   rules_hash=rules.content_hash, limits=limits.to_dict(),
