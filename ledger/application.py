@@ -227,7 +227,7 @@ class GameLedger(Application[UUID]):
             # came in is answered, not refused.
             check_new_name("table name", name, "name")
             _check_known_currency(currency)
-            _check_boxes_for_one(rules, limits)
+            _check_dealable(rules, limits)
             table = Table._create(Table.Created, id=table_id, timestamp=self._clock(),
                                   name=name, currency=currency, rules=rules.to_dict(),
                                   rules_hash=rules.content_hash, limits=limits.to_dict(),
@@ -259,7 +259,7 @@ class GameLedger(Application[UUID]):
             if not kept:
                 _check_rule_set(rules)
             merged = TableLimits.from_dict({**table.limits, **changes})
-            _check_boxes_for_one(rules, merged)
+            _check_dealable(rules, merged)
             table.trigger_event(Table.RulesChanged, rules=rules.to_dict(),
                                 rules_hash=rules.content_hash, limits=merged.to_dict(),
                                 reason=reason, actor=actor, request_id=request_id,
@@ -1622,13 +1622,16 @@ def _check_rule_set(rules: RuleSet) -> None:
         raise RuleSetInvalid("name", clash)
 
 
-def _check_boxes_for_one(rules: RuleSet, limits: TableLimits) -> None:
-    """A player alone at the table can be dealt: the table has the boxes he must play."""
+def _check_dealable(rules: RuleSet, limits: TableLimits) -> None:
+    """A round can be dealt at the table: R-C8 refuses the deal to a player alone on fewer
+    than ``min_boxes_lone_player`` boxes, so one box of one bettor would never be dealt (with
+    more boxes, or bettors sharing a box, two players can play)."""
     need = rules.min_boxes_lone_player
-    if limits.boxes < need:
-        raise RuleSetInvalid("boxes", f"a player alone at the table must play at least {need} "
-                             f"boxes (R-C8), and the table would have {limits.boxes}: give it "
-                             f"{need} or more, or rules that ask fewer (min_boxes_lone_player)",
+    if limits.boxes == 1 and rules.bettors_per_box == 1 and need > 1:
+        raise RuleSetInvalid("boxes", f"one box of one bettor is one player, who must play at "
+                             f"least {need} boxes (R-C8): no round could be dealt; give the "
+                             "table more boxes, or rules that let bettors share a box or a "
+                             "player alone play one (bettors_per_box, min_boxes_lone_player)",
                              "R-C8")
 
 

@@ -187,16 +187,17 @@ def test_an_opening_repeated_after_a_check_came_in_is_answered_not_refused(
     # Names too: one written otherwise than in composed form (NFC), before that was checked.
     monkeypatch.setattr("ledger.application.CURRENCIES", CURRENCIES | {"ABC"})  # earlier
     monkeypatch.setattr("ledger.application.check_new_name", lambda *_: None)
-    # And a table with fewer boxes than a player alone must play (R-C8), as once allowed.
-    monkeypatch.setattr("ledger.application._check_boxes_for_one", lambda *_: None)
+    # And a table where no round could be dealt (R-C8), as once allowed.
+    monkeypatch.setattr("ledger.application._check_dealable", lambda *_: None)
     table = app.open_table("t-abc", "manager", "Old", CASINO, currency="ABC")
     account = app.open_account("a-abc", "cashier", "old", currency="ABC")
     decomposed = app.open_account("a-nfd", "cashier", "Cafe\u0301")
-    one_box = app.open_table("t-one", "manager", "One", CASINO, TableLimits(boxes=1))
+    solo = CASINO.evolve(name="solo", bettors_per_box=1)
+    one_box = app.open_table("t-one", "manager", "One", solo, TableLimits(boxes=1))
     monkeypatch.undo()  # this version
     assert app.open_table("t-abc", "manager", "Old", CASINO, currency="ABC") == table
-    assert app.open_table("t-one", "manager", "One", CASINO, TableLimits(boxes=1)) == one_box
-    unchanged(app, lambda: app.open_table("t-two", "manager", "Two", CASINO,
+    assert app.open_table("t-one", "manager", "One", solo, TableLimits(boxes=1)) == one_box
+    unchanged(app, lambda: app.open_table("t-two", "manager", "Two", solo,
                                           TableLimits(boxes=1)), RuleSetInvalid, "R-C8")
     assert app.open_account("a-abc", "cashier", "old", currency="ABC") == account
     assert app.open_account("a-nfd", "cashier", "Cafe\u0301") == decomposed

@@ -255,11 +255,16 @@ def test_a_manager_changes_the_rules_for_future_rounds_only(make_app):
         "Setting 'limits.table_max' is invalid: the table maximum 500 is below the table "
         "minimum 600."]}
     assert problem_of(low, 422)["rule"] == "R-X15"  # the table's own settings, kept named
-    # Fewer boxes than a player alone must play (R-C8): he could never be dealt.
-    one = problem_of(http.post(f"/tables/{desk.table}/rules", {**body, "limits": {"boxes": 1}},
-                               role="manager"), 422)
+    # One box of one bettor: a player alone, who must play two boxes (R-C8), never dealt.
+    solo = {**body, "overrides": {"name": "solo", "bettors_per_box": 1},
+            "limits": {"boxes": 1}}
+    one = problem_of(http.post(f"/tables/{desk.table}/rules", solo, role="manager"), 422)
     assert (list(one["errors"]), one["rule"]) == (["limits.boxes"], "R-C8")
     assert http.ok(http.get(f"/tables/{desk.table}"))["limits"]["boxes"] == 7
+    # One box that bettors share: two players can be dealt there.
+    shared = http.ok(http.post(f"/tables/{desk.table}/rules", {**body, "limits": {"boxes": 1}},
+                               role="manager"))
+    assert shared["limits"]["boxes"] == 1
 
 
 def test_an_auditor_reads_who_put_the_rules_in_force_and_when_a_shoe_was_committed(make_app):

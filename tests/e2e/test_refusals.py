@@ -389,10 +389,9 @@ def test_a_query_number_with_leading_zeros_is_its_value(desk):
     ({"preset": "casino", "overrides": {"name": "e\u0301x"}}, "overrides.name"),  # not NFC
     ({"preset": "casino", "limits": {"table_min": 100, "table_max": 50}}, "limits.table_max"),
     ({"preset": "casino", "limits": {"boxes": 13}}, "limits.boxes"),
-    # A player alone must play two boxes (R-C8): at one box he could never be dealt.
-    ({"preset": "casino", "limits": {"boxes": 1}}, "limits.boxes"),
-    ({"preset": "casino", "overrides": {"name": "three for one", "min_boxes_lone_player": 3},
-      "limits": {"boxes": 2}}, "limits.boxes"),
+    # One box of one bettor is a player alone, who must play two boxes (R-C8): never dealt.
+    ({"preset": "casino", "overrides": {"name": "solo", "bettors_per_box": 1},
+      "limits": {"boxes": 1}}, "limits.boxes"),
 ])
 def test_an_invalid_rule_set_is_422_naming_the_setting(http, body, field):
     response = http.post("/tables", {"name": "T", **body}, role="manager")
