@@ -68,13 +68,12 @@ class ThrottledLog:
         turn = self._turn(source)
         if turn == "counted":
             return False
-        if turn == "used up":
-            told = self._used_up(source)
-        elif turn[0]:
-            told = f"{self._untold(source, *turn)}; this one: {record.getMessage()}"
-        else:
-            return True
-        record.msg, record.args, record.exc_info, record.exc_text = told, None, None, None
+        if turn == "used up":  # this record says so in its place
+            record.msg, record.args = self._used_up(source), None
+            record.exc_info = record.exc_text = None
+        elif turn[0]:  # formatted where records are, with its arguments (not here)
+            untold = self._untold(source, *turn).replace("%", "%%")
+            record.msg = f"{untold}; this one: {record.msg}"
         return True
 
     def _turn(self, source: str) -> Literal["used up", "counted"] | tuple[int, float]:

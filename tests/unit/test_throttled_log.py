@@ -84,3 +84,28 @@ def test_as_a_filter_a_librarys_warnings_are_throttled_by_message_and_its_infos_
         f"3 more warnings of {source} were not logged in the 60 s before this one; this one: "
         "error connecting in 'pool-1': refused 5"]
 
+
+
+
+def test_as_a_filter_it_keeps_the_traceback_of_the_record_it_tells_a_count_with(caplog):
+    pool_log = logging.getLogger("pitboss.test.pool2")
+    caplog.set_level(logging.WARNING, logger=pool_log.name)
+    clock = Clock()
+    throttle = ThrottledLog(lines_per_window=1, window_s=60, clock=clock)
+    pool_log.addFilter(throttle)
+    try:
+        for _ in range(3):
+            pool_log.warning("broken %s", "once")
+        clock.now += 60
+        try:
+            raise ValueError("the cause")
+        except ValueError:
+            pool_log.exception("broken %s", "with 100% of its traceback")
+    finally:
+        pool_log.removeFilter(throttle)
+    last = caplog.records[-1]
+    assert last.getMessage() == (
+        f"2 more warnings of {pool_log.name}'s \"broken %s\" were not logged in the 60 s "
+        "before this one; this one: broken with 100% of its traceback")
+    assert last.exc_info is not None
+    assert str(last.exc_info[1]) == "the cause"
