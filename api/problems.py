@@ -167,7 +167,7 @@ def http_exception_problem(error: HTTPException) -> Response:
 
 
 _SCHEMA_PROBLEMS = {400: "MalformedRequest", 415: "UnsupportedMediaType"}
-_SCHEMA_PROBLEM_DETAILS = {400: "The request cannot be read as sent: ",
+_SCHEMA_PROBLEM_DETAILS = {400: "The request is malformed: ",
                            415: "The body is not sent as the API takes it: "}
 # The most fields (and messages of one field) a schema refusal names.
 FIELDS_SHOWN = 10

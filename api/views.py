@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import functools
 import json
 from collections.abc import Callable
@@ -66,6 +67,9 @@ class Parser(FlaskParser):
         if req.headers.get("Content-Encoding", "").strip().lower() not in ("", "identity"):
             abort(415, messages={"Content-Encoding": [
                 "A request body is sent uncompressed: send it without Content-Encoding."]})
+        if data.startswith(codecs.BOM_UTF8):
+            abort(400, messages={"json": ["The body starts with a byte order mark: send the "
+                                          "JSON without one."]})
         try:
             return json.loads(data.decode(), object_pairs_hook=members_once,
                               parse_constant=no_constant)

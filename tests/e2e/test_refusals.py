@@ -140,13 +140,19 @@ def test_a_body_that_is_not_json_is_400(http):
     assert body["errors"] == {"body": [
         "The body is not JSON: Expecting property name enclosed in double quotes at line 1, "
         "column 2."]}
-    assert body["detail"].startswith("The request cannot be read as sent: body: ")
+    assert body["detail"].startswith("The request is malformed: body: ")
     response = http.client.post("/tables", data=b'{"name": "T\xe9"}',
                                 content_type="application/json",
                                 headers={"Authorization": f"Bearer {KEYS['dealer']}",
                                          "Idempotency-Key": "k2"})
     assert problem_of(response, 400)["errors"] == {"body": [
         "The body is not UTF-8: byte 12 (0xe9) cannot be read there."]}
+    response = http.client.post("/tables", data=b'\xef\xbb\xbf{"name": "T"}',
+                                content_type="application/json",
+                                headers={"Authorization": f"Bearer {KEYS['dealer']}",
+                                         "Idempotency-Key": "k3"})
+    assert problem_of(response, 400)["errors"] == {"body": [
+        "The body starts with a byte order mark: send the JSON without one."]}
 
 
 def test_a_number_too_long_to_read_is_400_not_500(http):
