@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import pytest
 
@@ -60,22 +61,28 @@ def test_the_sources_it_remembers_are_bounded(said):
                       "number logged with the first one after that"]
 
 
-def test_as_a_filter_a_librarys_warnings_are_throttled_by_message_and_its_infos_pass(caplog):
-    pool_log = logging.getLogger("pitboss.test.pool")
-    caplog.set_level(logging.INFO, logger=pool_log.name)
+@pytest.fixture
+def pool_log(caplog) -> Iterator[tuple[logging.Logger, Clock]]:
+    """A library's logger with a throttle of two lines a minute as its filter, and its clock."""
+    logger = logging.getLogger("pitboss.test.pool")
+    caplog.set_level(logging.INFO, logger=logger.name)
     clock = Clock()
     throttle = ThrottledLog(lines_per_window=2, window_s=60, clock=clock)
-    pool_log.addFilter(throttle)
-    try:
-        for n in range(5):  # one source: the message before its arguments
-            pool_log.warning("error connecting in %r: %s", "pool-1", f"refused {n}")
-        pool_log.warning("discarding broken connection: %s", "c1")  # another message
-        pool_log.info("growing pool %r to %s", "pool-1", 2)  # not a warning: not counted
-        clock.now += 60
-        pool_log.warning("error connecting in %r: %s", "pool-1", "refused 5")
-    finally:
-        pool_log.removeFilter(throttle)
-    source = f"{pool_log.name}'s \"error connecting in %r: %s\""
+    logger.addFilter(throttle)
+    yield logger, clock
+    logger.removeFilter(throttle)
+
+
+def test_as_a_filter_a_librarys_warnings_are_throttled_by_message_and_its_infos_pass(
+        pool_log, caplog):
+    logger, clock = pool_log
+    for n in range(5):  # one source: the message before its arguments
+        logger.warning("error connecting in %r: %s", "pool-1", f"refused {n}")
+    logger.warning("discarding broken connection: %s", "c1")  # another message
+    logger.info("growing pool %r to %s", "pool-1", 2)  # not a warning: not counted
+    clock.now += 60
+    logger.warning("error connecting in %r: %s", "pool-1", "refused 5")
+    source = f"{logger.name}'s \"error connecting in %r: %s\""
     assert [r.getMessage() for r in caplog.records] == [
         "error connecting in 'pool-1': refused 0", "error connecting in 'pool-1': refused 1",
         f"more than 2 warnings of {source} in 60 s: the next are counted, and their number "
@@ -85,27 +92,19 @@ def test_as_a_filter_a_librarys_warnings_are_throttled_by_message_and_its_infos_
         "error connecting in 'pool-1': refused 5"]
 
 
-
-
-def test_as_a_filter_it_keeps_the_traceback_of_the_record_it_tells_a_count_with(caplog):
-    pool_log = logging.getLogger("pitboss.test.pool2")
-    caplog.set_level(logging.WARNING, logger=pool_log.name)
-    clock = Clock()
-    throttle = ThrottledLog(lines_per_window=1, window_s=60, clock=clock)
-    pool_log.addFilter(throttle)
+def test_as_a_filter_it_keeps_the_traceback_of_the_record_it_tells_a_count_with(
+        pool_log, caplog):
+    logger, clock = pool_log
+    for _ in range(4):
+        logger.warning("broken %s", "once")
+    clock.now += 60
     try:
-        for _ in range(3):
-            pool_log.warning("broken %s", "once")
-        clock.now += 60
-        try:
-            raise ValueError("the cause")
-        except ValueError:
-            pool_log.exception("broken %s", "with 100% of its traceback")
-    finally:
-        pool_log.removeFilter(throttle)
+        raise ValueError("the cause")
+    except ValueError:
+        logger.exception("broken %s", "with 100% of its traceback")
     last = caplog.records[-1]
     assert last.getMessage() == (
-        f"2 more warnings of {pool_log.name}'s \"broken %s\" were not logged in the 60 s "
+        f"2 more warnings of {logger.name}'s \"broken %s\" were not logged in the 60 s "
         "before this one; this one: broken with 100% of its traceback")
     assert last.exc_info is not None
     assert str(last.exc_info[1]) == "the cause"
