@@ -133,12 +133,10 @@ def http_exception_problem(error: HTTPException) -> Response:
         # cited is theirs), then names the route does not take.
         ordered = sorted(errors.items(), key=lambda item: (set(item[1]) <= NOT_A_FIELD, item[0]))
         shown = {name: messages[:FIELDS_SHOWN] for name, messages in ordered[:FIELDS_SHOWN]}
-        detail = _SCHEMA_PROBLEM_DETAILS.get(status, "The request does not fit its schema: ") \
-            + "; ".join(
-            f"{name}: {' '.join(messages)}" for name, messages in shown.items())
+        kind, detail = _SCHEMA_PROBLEMS.get(status, _OFF_SCHEMA)
+        detail += "; ".join(f"{name}: {' '.join(messages)}" for name, messages in shown.items())
         if (more := len(errors) - len(shown)) > 0:
             detail += f"; and {more:,} more field{'s' if more > 1 else ''}"
-        kind = _SCHEMA_PROBLEMS.get(status, "InvalidRequest")
         return problem(status, _words(kind), detail, error=kind, rule=rule, errors=shown)
     if status in (401, 403):
         # Both are about the key sent in the Authorization header: name it as the field.
@@ -166,9 +164,10 @@ def http_exception_problem(error: HTTPException) -> Response:
     return problem(status, _words(kind), detail, error=kind, headers=headers, **extensions)
 
 
-_SCHEMA_PROBLEMS = {400: "MalformedRequest", 415: "UnsupportedMediaType"}
-_SCHEMA_PROBLEM_DETAILS = {400: "The request is malformed: ",
-                           415: "The body is not sent as the API takes it: "}
+# A refusal by a schema (webargs'), its type and the start of its detail, by status.
+_OFF_SCHEMA = ("InvalidRequest", "The request does not fit its schema: ")
+_SCHEMA_PROBLEMS = {400: ("MalformedRequest", "The request is malformed: "),
+                    415: ("UnsupportedMediaType", "The body is not sent as the API takes it: ")}
 # The most fields (and messages of one field) a schema refusal names.
 FIELDS_SHOWN = 10
 # Messages about a name the request should not have sent, not about a value.
