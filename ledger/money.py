@@ -20,11 +20,11 @@ HOUSE_KEY = ""  # the account key of the table's house
 
 # The alphabetic codes of ISO 4217 that have a minor unit (R-M1 counts amounts in it; not
 # XXX, XTS, the metals, the units of account or the fund codes such as USN and CLF, which no
-# table plays in), those in use (to amendment 179, 2025) and
-# those withdrawn since 2020 (a casino may still settle in one), so that a typo such as EUX is
-# refused when a table or an account is opened in it: an account's currency cannot be
-# changed, and its chips could go to no table. Tables and accounts stored before keep theirs.
-# A code introduced after this list is refused until the list is extended.
+# table plays in), those in use (to amendment 179, 2025) and those withdrawn since 2020 (a
+# casino may still settle in one), so that a typo such as EUX is refused when a table or an
+# account is opened in it: an account's currency cannot be changed, and its chips could go to
+# no table. Tables and accounts stored before keep theirs. A code introduced after this list is
+# refused until the list is extended.
 CURRENCIES = frozenset("""
     AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD
     BTN BWP BYN BZD CAD CDF CHF CLP CNY COP CRC CUC CUP CVE CZK DJF DKK DOP
