@@ -924,10 +924,9 @@ class GameLedger(Application[UUID]):
                          "does not apply (%s)", account_id, after, broken)
 
     def shoe(self, shoe_id: UUID) -> dict[str, Any]:
-        """Commitment and position; the order and salt only once retired (R-H2)."""
-        shoe_id = _uuid(shoe_id, "shoe")
-        with self._reading(ShoeRecord, shoe_id, "shoe") as record:
-            return record.public()
+        """Commitment and position; the order and salt only once retired (R-H2). As
+        recorded: read from the store, not from the copy a process keeps for play."""
+        return self._recorded_shoe(_uuid(shoe_id, "shoe")).public()
 
     def verify_shoe(self, shoe_id: UUID) -> list[str]:
         """For a retired shoe: the reveal matches the commitment, and every card dealt from
@@ -938,9 +937,17 @@ class GameLedger(Application[UUID]):
             findings += self._shoe_findings(shoe_id)
         return findings
 
+    def _recorded_shoe(self, shoe_id: UUID) -> ShoeRecord:
+        """The shoe as its stored events make it: an audit of a copy kept for play would
+        answer as it was read, whatever the record says now (and each process its own)."""
+        record = self._load(shoe_id, "shoe")
+        if not isinstance(record, ShoeRecord):
+            raise NotFound(f"There is no shoe {shoe_id}.")
+        return record
+
     def _shoe_findings(self, shoe_id: UUID) -> list[str]:
-        with self._reading(ShoeRecord, shoe_id, "shoe") as record:
-            public, decks, wild_cards = record.public(), record.decks, record.wild_cards
+        record = self._recorded_shoe(shoe_id)
+        public, decks, wild_cards = record.public(), record.decks, record.wild_cards
         if not public["retired"]:  # not a finding: nothing was checked
             raise ShoeLive(f"Shoe {shoe_id} is still live: its order is revealed, and the shoe "
                            "can be verified, once it retires (its table closes, or a new shoe "
