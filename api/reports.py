@@ -199,6 +199,15 @@ class BalanceCheckSchema(FindingsSchema):
         "description": "Projected balances compared with their accounts in this request."})
     events_scanned = fields.Integer(required=True, metadata={
         "description": "Ids of the event log scanned for accounts opened without a balance."})
+    position = fields.Integer(required=True, metadata={
+        "description": "The last event of the log the balances view had applied after this "
+                       "part: the check speaks for the record up to there, and for nothing "
+                       "stored after it."})
+    ledger_head = fields.Integer(required=True, metadata={
+        "description": "The last event of the log then."})
+    lag_events = fields.Integer(required=True, metadata={
+        "description": "Events stored after position, which the check has not seen (as "
+                       "/audit/projections counts them)."})
     next_cursor = fields.String(required=True, allow_none=True)
 
 

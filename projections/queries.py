@@ -296,6 +296,8 @@ class ReadModels:
             if part is None or len(findings) >= CHECK_FINDINGS_MAX or (
                     deadline is not None and time.monotonic() >= deadline):
                 break
+        with self._read() as curs:  # how far the view had read: the check speaks for that
+            (reach,) = lag_report(curs, self._events, [("balances", self._balances)])
         found = before + len(findings)
         if len(findings) > CHECK_FINDINGS_MAX:
             more = len(findings) - CHECK_FINDINGS_MAX
@@ -304,6 +306,8 @@ class ReadModels:
         return {"ok": found == 0, "findings": findings, "findings_before": before,
                 "began_at": began.isoformat(), "complete": part is None,
                 "accounts_checked": accounts, "events_scanned": events,
+                "position": reach["position"], "ledger_head": reach["ledger_head"],
+                "lag_events": reach["lag_events"],
                 "next_cursor": None if part is None else self._cursors.encode(
                     "balance-check", [*part, str(found), began.isoformat()])}
 

@@ -74,6 +74,13 @@ def test_balances_house_results_and_the_balance_check_agree_with_the_ledger(play
     assert {k: check[k] for k in ("ok", "findings", "complete", "next_cursor")} == {
         "ok": True, "findings": [], "complete": True, "next_cursor": None}
     assert check["accounts_checked"] >= 3  # P1, P2 and the house at least
+    assert (check["position"], check["lag_events"]) == (check["ledger_head"], 0)
+    # The check speaks for what the view has read, and says how far that is.
+    http.ok(http.post("/accounts/P1/buy-in", {"amount": 5}, role="cashier"))
+    later = http.ok(http.get("/audit/balances/check"))
+    assert later["ok"]
+    assert later["position"] == check["position"] < later["ledger_head"]
+    assert later["lag_events"] >= 1
     assert "cursor" in problem_of(http.get("/audit/balances/check", cursor="W10"),
                                   422)["errors"]
 
