@@ -302,7 +302,7 @@ def prepare_service() -> tuple[DatabaseSettings, int]:
         raise click.ClickException(str(exc)) from exc
     except InvariantBroken as exc:  # the newest live shoe, read to check the key, is broken
         raise click.ClickException(f"the record does not read back: {exc}; `pitboss chain` "
-                                   "shows whether it was altered") from exc
+                                   "shows whether it was altered once stored") from exc
     os.environ["PITBOSS_CREATE_TABLES"] = "no"
     return settings, head
 

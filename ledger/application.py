@@ -1415,7 +1415,8 @@ def unreplayable(error: Exception, what: str = "") -> str:
     event; any other error, met replaying ``what``, is a value the record should not hold."""
     said = str(error) if isinstance(error, InvariantBroken) else _cannot_hold(what, error)
     return (f"{said}: the record does not replay, so it cannot be checked; the hash chain "
-            "(GET /audit/chain) shows whether it was altered")
+            "(GET /audit/chain) shows whether it was altered once stored (not whether it was "
+            "appended with the service's credentials)")
 
 
 def _cannot_hold(what: str, error: Exception) -> str:

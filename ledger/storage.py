@@ -989,8 +989,8 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
         if stored != expected:
             findings.append(f"event {row['originator_id']} v{row['originator_version']} "
                             f"(notification {last_id}) does not match the chain: it, or the "
-                            "event before it (its link recomputed), was altered or inserted, "
-                            "or an event between them removed")
+                            "event before it (its link recomputed), was altered, inserted or "
+                            "moved, or an event between them removed")
         previous = expected if stored is None else stored  # past a break: the stored link
         if pending is not None and last_id >= pending:
             findings += _kept_head_findings(pending, last_id, previous.hex(), expected_head)

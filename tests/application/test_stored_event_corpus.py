@@ -225,7 +225,8 @@ def test_a_settlement_that_moves_chips_from_nowhere_is_a_finding(make_ledger) ->
     app, _ = load_corpus(make_ledger, corpus)
     assert app.check_round(round_id) == [
         "StakeSettled does not move chips to zero (R-M4): the record does not replay, so it "
-        "cannot be checked; the hash chain (GET /audit/chain) shows whether it was altered"]
+        "cannot be checked; the hash chain (GET /audit/chain) shows whether it was altered once "
+        "stored (not whether it was appended with the service's credentials)"]
     with pytest.raises(InvariantBroken, match="does not balance what was held"):
         app.round_state(round_id)
 
