@@ -132,7 +132,10 @@ def readjudicate(rules: RuleSet, limits: TableLimits, recorded: Sequence[f.Fact]
         try:
             produced = command(machine, cards)
         except LedgerError as e:
-            return [f"{at(i)} ({type(recorded[i]).__name__}) is refused by the rules: {e}"]
+            # The first event the rules refuse after those before it: which one was altered,
+            # this one or one before it, the chain shows.
+            return [f"{at(i)} ({type(recorded[i]).__name__}) is refused by the rules, given the "
+                    f"events before it: {e}"]
         except InvariantBroken as e:  # the record is not one the rules could have made
             return [f"{at(i)} ({type(recorded[i]).__name__}) cannot be replayed: {e}"]
         expected = list(recorded[i:i + len(produced)])

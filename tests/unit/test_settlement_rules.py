@@ -603,3 +603,16 @@ def test_a_shoe_running_out_mid_round_voids_it_and_releases_everything() -> None
     void = check_void(r, ["P1", "P2"])
     assert "R-H4" in void.reason
     assert void.released == {"P1": 15, "P2": 10}
+
+
+def test_a_decision_the_rules_refuse_is_named_with_the_events_before_it_as_its_ground() -> None:
+    # The first event the rules refuse may be the altered one, or follow it: the finding says
+    # it is judged on the events before it (a card changed at v11 made v12 the one refused).
+    r = casino("TS 9H 7D 6S 9C TD").stand("P1", 1).stand("P2", 2).finish()
+    i = next(i for i, x in enumerate(r.facts) if isinstance(x, f.HandStood))
+    stood = r.facts[i]
+    assert isinstance(stood, f.HandStood)
+    altered = [*r.facts[:i], replace(stood, player="P2"), *r.facts[i + 1:]]
+    (finding,) = readjudicate(CASINO, TableLimits(), altered)
+    assert finding.startswith(f"fact {i + 1} (HandStood) is refused by the rules, given the "
+                              "events before it: ")
