@@ -272,7 +272,9 @@ class RoundMachine:
         out, self._out = self._out, []
         return out
 
-    def _require_phase(self, *phases: str) -> None:
+    def _require_phase(self, *phases: str,
+                       refusal: type[DecisionRefused | BetRefused] = DecisionRefused) -> None:
+        """Refuse a command of another phase (``refusal``: a stake's is a bet refused)."""
         if self.phase in (SETTLED, VOIDED) and self.phase not in phases:
             raise RoundClosed(f"The round is {self.phase} and takes no more decisions.",
                               "R-V2" if self.phase == SETTLED else "R-V1")
@@ -283,11 +285,11 @@ class RoundMachine:
             if phases == (SETTLED,):
                 raise DecisionRefused("A ruling is recorded only on a settled round.", "R-V2")
             sentence, rule = _PHASE_REFUSALS[self.phase]
-            raise DecisionRefused(sentence, rule)
+            raise refusal(sentence, rule)
 
     def place_stake(self, bettor: str, box: int, amount: int) -> list[f.Fact]:
         """R-C8, R-X14, R-M1: a stake on a box while betting is open."""
-        self._require_phase(BETTING)
+        self._require_phase(BETTING, refusal=BetRefused)
         self._require_betting_change()
         _check_bettor(bettor)
         lim = self.limits
@@ -319,7 +321,7 @@ class RoundMachine:
 
     def withdraw_stake(self, bettor: str, box: int) -> list[f.Fact]:
         """R-X14, R-C8: a stake comes off the box while betting is open."""
-        self._require_phase(BETTING)
+        self._require_phase(BETTING, refusal=BetRefused)
         self._require_betting_change()
         b = self.boxes.get(box)
         if b is None or bettor not in b.initial:

@@ -199,14 +199,15 @@ def test_withdrawing_another_bettors_stake_is_refused() -> None:
     refused(r, BetRefused, "R-X14", lambda: r.m.withdraw_stake("P2", 1), match="P2 has no stake")
 
 
-def test_placing_a_stake_after_betting_closed_is_refused() -> None:
+def test_placing_a_stake_after_betting_closed_is_a_bet_refused() -> None:
+    # It was a DecisionRefused, where every other refusal of a stake is a BetRefused.
     r = two_boxes("TS 9H 7D 6S 7C")
-    refused(r, DecisionRefused, "R-C8", lambda: r.bet("P3", 3), match="Betting is closed")
+    refused(r, BetRefused, "R-C8", lambda: r.bet("P3", 3), match="Betting is closed")
 
 
-def test_withdrawing_a_stake_after_betting_closed_is_refused() -> None:
+def test_withdrawing_a_stake_after_betting_closed_is_a_bet_refused() -> None:
     r = two_boxes("TS 9H 7D 6S 7C")
-    refused(r, DecisionRefused, "R-C8", lambda: r.m.withdraw_stake("P1", 1),
+    refused(r, BetRefused, "R-C8", lambda: r.m.withdraw_stake("P1", 1),
             match="Betting is closed")
 
 
