@@ -36,7 +36,7 @@ from flask import Flask, Response, current_app, g, jsonify, request
 from marshmallow import Schema, fields
 from werkzeug.exceptions import HTTPException
 
-from api.schemas import RULING_MOVES_CHIPS
+from api.schemas import RULING_MOVES_CHIPS, RULING_NAMES_NOBODY
 from api.throttled_log import throttled
 from ledger.errors import InvariantBroken, LedgerError
 
@@ -191,7 +191,7 @@ def _rule_of(errors: Mapping[str, list[str]]) -> str | None:
            for name, messages in valued.items()) or any(
             messages - {RULING_MOVES_CHIPS} for messages in adjustments):
         return "R-M1"
-    if adjustments:
+    if adjustments or RULING_NAMES_NOBODY in valued.get("adjustments", ()):
         return "R-V2"
     # A rule setting out of its range, as the ledger cites it.
     return "R-S1" if any(name.startswith("overrides.") and messages

@@ -202,7 +202,7 @@ def text(max_chars: int, **kwargs: Any) -> fields.String:
 
 
 def _not_blank(value: str) -> str:
-    if not value.strip():
+    if value and not value.strip():  # an empty one is told by its length
         raise ValidationError("Must not be only spaces.")
     return value
 
@@ -400,12 +400,16 @@ def _not_zero(value: int) -> int:
     return value
 
 
+RULING_NAMES_NOBODY = ("A ruling moves chips (R-V2): name the players it moves them for. A "
+                       "dispute settled as recorded needs no ruling.")
+
+
 def _entries(value: dict[str, int]) -> dict[str, int]:
     # Not validate.Length: the API document would say minLength of an object, which is void.
-    if not 1 <= len(value) <= RULING_ENTRIES_MAX:
-        raise ValidationError(f"A ruling moves chips: name 1 to {RULING_ENTRIES_MAX} "
-                              "players with what it moves for each. A dispute settled as "
-                              "recorded needs no ruling.")
+    if not value:
+        raise ValidationError(RULING_NAMES_NOBODY)
+    if len(value) > RULING_ENTRIES_MAX:
+        raise ValidationError(f"A ruling names at most {RULING_ENTRIES_MAX} players.")
     return value
 
 

@@ -301,7 +301,8 @@ def test_a_body_off_its_schema_is_422_naming_the_field(desk, body, field):
 
 @pytest.mark.parametrize(("adjustments", "rule"), [
     ({"P1": 1.5}, "R-M1"), ({"P1": True}, "R-M1"), ({"P1": 10**12 + 1}, "R-M1"),
-    ({"": 5}, None), ({"P1": 0}, "R-V2"), ({"P1": 0, "P2": 0.5}, "R-M1"), ({}, None)])
+    ({"": 5}, None), ({"P1": 0}, "R-V2"), ({"P1": 0, "P2": 0.5}, "R-M1"), ({}, "R-V2"),
+    ({f"P{n}": 1 for n in range(101)}, None)])  # over the cap on the players a ruling names
 def test_a_rulings_amounts_are_minor_units_too(desk, adjustments, rule):
     body = {"reason": "paid short", "corrects": [1], "adjustments": adjustments}
     response = problem_of(desk.http.post(f"/rounds/{desk.round_id}/rulings", body,
@@ -310,8 +311,19 @@ def test_a_rulings_amounts_are_minor_units_too(desk, adjustments, rule):
     assert response["rule"] == rule
     if not adjustments:  # it said "Name 1 to 100 players.", not why a ruling needs one
         assert response["errors"]["adjustments"] == [
-            "A ruling moves chips: name 1 to 100 players with what it moves for each. "
-            "A dispute settled as recorded needs no ruling."]
+            "A ruling moves chips (R-V2): name the players it moves them for. A dispute "
+            "settled as recorded needs no ruling."]  # and cited no rule
+    elif len(adjustments) > 100:
+        assert response["errors"]["adjustments"] == ["A ruling names at most 100 players."]
+
+
+@pytest.mark.parametrize(("reason", "told"), [
+    ("", "Length must be between 1 and 500."), ("   ", "Must not be only spaces.")])
+def test_a_reason_not_given_is_told_once(desk, reason, told):
+    # An empty reason was told both: its length, and that it was only spaces.
+    response = desk.http.post(f"/rounds/{desk.round_id}/void", {"reason": reason},
+                              role="manager")
+    assert problem_of(response, 422)["errors"] == {"reason": [told]}
 
 
 def test_a_command_that_takes_no_body_refuses_a_field_in_one(desk):
