@@ -200,14 +200,15 @@ class BalanceCheckSchema(FindingsSchema):
     events_scanned = fields.Integer(required=True, metadata={
         "description": "Ids of the event log scanned for accounts opened without a balance."})
     position = fields.Integer(required=True, metadata={
-        "description": "The last event of the log the balances view had applied after this "
-                       "part: the check speaks for the record up to there, and for nothing "
-                       "stored after it."})
+        "description": "The last event of the log the balances view had applied when the "
+                       "check's first part summed every balance (R-M4): the sum speaks for "
+                       "the record up to there, and for nothing stored after it (each balance "
+                       "compared speaks for its own account's version)."})
     ledger_head = fields.Integer(required=True, metadata={
-        "description": "The last event of the log then."})
+        "description": "The last event of the log now."})
     lag_events = fields.Integer(required=True, metadata={
-        "description": "Events stored after position, which the check has not seen (as "
-                       "/audit/projections counts them)."})
+        "description": "Events stored after position, which the sum has not seen (counted "
+                       "as /audit/projections counts a view's lag)."})
     next_cursor = fields.String(required=True, allow_none=True)
 
 

@@ -41,6 +41,7 @@ from ledger.application import GameLedger, reading_record, unreplayable
 from ledger.errors import InvariantBroken
 from ledger.storage import SnapshotRecorder
 from projections.balances import BalancesView
+from projections.base import LEDGER_APP
 from projections.settings import CHECK_PAGE_ROWS, CHECK_SCAN_IDS
 
 # The columns of a balances row compared with the attributes of the same name on ``Account``.
@@ -58,6 +59,7 @@ class CheckedPart:
     accounts: int  # rows compared with their accounts
     events: int  # ids of the ledger's log scanned for account openings
     next: Part | None  # where the check goes on; None once it is complete
+    summed_at: int | None = None  # the first part's: the view's position as R-M4 was summed
 
 
 def check_part(view: BalancesView, ledger: GameLedger, part: Part | None,
@@ -81,7 +83,7 @@ def check_part(view: BalancesView, ledger: GameLedger, part: Part | None,
         high = min(low + CHECK_SCAN_IDS, position)
         return CheckedPart(_missing(view, recorder, events, low, high, position), 0,
                            max(high - low, 0), (OPENINGS, str(high)) if high < position else None)
-    findings = _unconserved(view) if part is None else []
+    findings, summed_at = _unconserved(view) if part is None else ([], None)
     with view.datastore.transaction(commit=False) as curs:
         curs.execute(SQL("SELECT {} FROM {} WHERE account_id > %s ORDER BY account_id "
                          "LIMIT %s").format(_SELECTED, view.qualified("accounts")),
@@ -98,24 +100,31 @@ def check_part(view: BalancesView, ledger: GameLedger, part: Part | None,
         findings += _unsigned(ledger, compared)
     if len(compared) < len(rows) or len(rows) == CHECK_PAGE_ROWS:
         return CheckedPart(findings, len(compared), 0,
-                           (ACCOUNTS, str(compared[-1]["account_id"])))
-    return CheckedPart(findings, len(rows), 0, (OPENINGS, "0") if position > 0 else None)
+                           (ACCOUNTS, str(compared[-1]["account_id"])), summed_at)
+    return CheckedPart(findings, len(rows), 0, (OPENINGS, "0") if position > 0 else None,
+                       summed_at)
 
 
-def _unconserved(view: BalancesView) -> list[str]:
-    """R-M4 over the whole view, per currency, in one statement (one snapshot)."""
+def _unconserved(view: BalancesView) -> tuple[list[str], int]:
+    """R-M4 over the whole view, per currency, and the view's position, in one statement (one
+    snapshot): the sum speaks for the log up to that position."""
     with view.datastore.transaction(commit=False) as curs:
-        curs.execute(SQL("SELECT currency, sum(available + held) AS chips, "
-                         "sum(bought_in - cashed_out) AS net, max(last_notification_id) AS at "
-                         "FROM {} GROUP BY currency HAVING sum(available + held) <> "
-                         "sum(bought_in - cashed_out) ORDER BY currency").format(
-                             view.qualified("accounts")))
+        curs.execute(SQL(
+            "SELECT p.position, s.* FROM (SELECT coalesce((SELECT notification_id FROM {} "
+            "WHERE application_name = %s), 0) AS position) AS p LEFT JOIN (SELECT currency, "
+            "sum(available + held) AS chips, sum(bought_in - cashed_out) AS net, "
+            "max(last_notification_id) AS at FROM {} GROUP BY currency HAVING "
+            "sum(available + held) <> sum(bought_in - cashed_out)) AS s ON true "
+            "ORDER BY s.currency").format(view.qualified("tracking"),
+                                          view.qualified("accounts")), (LEDGER_APP,))
         rows = curs.fetchall()
-    return [f"R-M4: in {row['currency']}, every balance together, the houses' included, comes "
-            f"to {row['chips']}, but the chips bought in less those cashed out are {row['net']}: "
-            f"{abs(row['chips'] - row['net'])} chips "
-            f"{'appeared' if row['chips'] > row['net'] else 'vanished'} (events up to "
-            f"notification {row['at']})" for row in rows]
+    findings = [
+        f"R-M4: in {row['currency']}, every balance together, the houses' included, comes to "
+        f"{row['chips']}, but the chips bought in less those cashed out are {row['net']}: "
+        f"{abs(row['chips'] - row['net'])} chips "
+        f"{'appeared' if row['chips'] > row['net'] else 'vanished'} (events up to notification "
+        f"{row['at']})" for row in rows if row["currency"] is not None]
+    return findings, int(rows[0]["position"])
 
 
 def _describe(row: dict[str, Any]) -> str:

@@ -35,7 +35,7 @@ from eventsourcing.persistence import Notification, ProgrammingError
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore, PostgresFactory
 from eventsourcing.utils import Environment, strtobool
 from psycopg.errors import UndefinedTable
-from psycopg.sql import SQL, Identifier, Literal
+from psycopg.sql import SQL, Composable, Identifier, Literal
 from psycopg_pool import ConnectionPool
 
 from ledger.aggregates.receipt import Receipt
@@ -349,6 +349,19 @@ def lag_report(curs: Curs, events_table: Identifier, views: Sequence[tuple[str, 
             "WHERE application_name = %(app)s), 0) AS position").format(
             Literal(i), view.qualified("tracking"))
         for i, (_, view) in enumerate(views))
+    return [{"projection": name, **lag} for (name, _), lag in
+            zip(views, _lags(curs, events_table, positions), strict=True)]
+
+
+def log_after(curs: Curs, events_table: Identifier, position: int) -> dict[str, int]:
+    """The ledger's head and the events stored after ``position``, as :func:`lag_report`
+    counts them for a projection's."""
+    (lag,) = _lags(curs, events_table, SQL("SELECT 0 AS ord, {} AS position").format(
+        Literal(position)))
+    return lag
+
+
+def _lags(curs: Curs, events_table: Identifier, positions: Composable) -> list[dict[str, int]]:
     if table_exists(curs, events_table):
         statement = SQL(
             "SELECT p.position, h.head, (SELECT count(*) FROM (SELECT 1 FROM {events} "
@@ -361,8 +374,8 @@ def lag_report(curs: Curs, events_table: Identifier, views: Sequence[tuple[str, 
                         "ORDER BY p.ord").format(positions)
     curs.execute(statement, {"app": LEDGER_APP, "count_max": LAG_COUNT_MAX})
     out = []
-    for (name, _), row in zip(views, curs.fetchall(), strict=True):
+    for row in curs.fetchall():
         position, head, behind = int(row["position"]), int(row["head"]), int(row["behind"])
-        out.append({"projection": name, "position": position, "ledger_head": head,
+        out.append({"position": position, "ledger_head": head,
                     "lag_events": head - position if behind >= LAG_COUNT_MAX else behind})
     return out

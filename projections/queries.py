@@ -43,6 +43,7 @@ from projections.engine import (
     ddl_lock,
     lag_report,
     ledger_events_table,
+    log_after,
     projections_datastore,
 )
 from projections.rounds import FLAGS, STATUSES, RoundIndexView
@@ -279,9 +280,10 @@ class ReadModels:
         part: Part | None = None
         before = 0
         began = datetime.now(UTC).replace(microsecond=0)
+        summed_at: int | None = None  # where the view was as the first part summed R-M4
         if cursor is not None:
-            phase, after, before, began = self._cursors.decode(cursor, "balance-check",
-                                                               _part_key, parts=4)
+            phase, after, before, began, summed_at = self._cursors.decode(
+                cursor, "balance-check", _part_key, parts=5)
             part = (phase, after)
         findings: list[str] = []
         accounts = events = 0
@@ -289,6 +291,7 @@ class ReadModels:
         deadline = None if budget_s is None else started + budget_s
         while True:
             checked = check_part(self._balances, ledger, part, deadline)
+            summed_at = checked.summed_at if summed_at is None else summed_at
             findings += checked.findings
             accounts += checked.accounts
             events += checked.events
@@ -296,8 +299,8 @@ class ReadModels:
             if part is None or len(findings) >= CHECK_FINDINGS_MAX or (
                     deadline is not None and time.monotonic() >= deadline):
                 break
-        with self._read() as curs:  # how far the view had read: the check speaks for that
-            (reach,) = lag_report(curs, self._events, [("balances", self._balances)])
+        with self._read() as curs:  # the log after what the sum spoke for
+            reach = log_after(curs, self._events, summed_at or 0)
         found = before + len(findings)
         if len(findings) > CHECK_FINDINGS_MAX:
             more = len(findings) - CHECK_FINDINGS_MAX
@@ -309,7 +312,7 @@ class ReadModels:
                 "position": reach["position"], "ledger_head": reach["ledger_head"],
                 "lag_events": reach["lag_events"],
                 "next_cursor": None if part is None else self._cursors.encode(
-                    "balance-check", [*part, str(found), began.isoformat()])}
+                    "balance-check", [*part, str(found), began.isoformat(), str(summed_at)])}
 
     # ----------------------------------------------------------- table / day
 
@@ -471,15 +474,15 @@ def _balance_key(key: list[str]) -> list[Any]:
 
 
 def _part_key(key: list[str]) -> list[Any]:
-    phase, after, found, began = key
+    phase, after, found, began, summed_at = key
     began_at = datetime.fromisoformat(began)
-    if not _digits(found) or began_at.tzinfo is None:
+    if not _digits(found) or began_at.tzinfo is None or not _digits(summed_at):
         raise ValueError(key)
     if phase == ACCOUNTS:
-        return [phase, str(UUID(after)), int(found), began_at]
+        return [phase, str(UUID(after)), int(found), began_at, int(summed_at)]
     if phase != OPENINGS or not _digits(after):
         raise ValueError(key)
-    return [phase, str(int(after)), int(found), began_at]
+    return [phase, str(int(after)), int(found), began_at, int(summed_at)]
 
 
 def _digits(text: str) -> bool:

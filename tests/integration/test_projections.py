@@ -411,6 +411,29 @@ def test_the_balance_check_goes_in_parts_a_cursor_resumes(
         reads.check_balances(floor.casino.ledger, cursor=reads.balances(limit=1)["next_cursor"])
 
 
+def test_the_balance_check_names_the_position_its_sum_spoke_for_not_a_later_one(
+        floor: Floor, env: Env, reads: ReadModels, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sum (R-M4) runs in the first part only: a check followed past a one-sided posting
+    # answered ok at a position past it, where a fresh check finds it.
+    monkeypatch.setattr(projections.checks, "CHECK_PAGE_ROWS", 2)
+    ledger = floor.casino.ledger
+    first = reads.check_balances(ledger, budget_s=0)
+    assert (first["position"], first["lag_events"]) == (head(env), 0)
+    account: Any = ledger.repository.get(account_id("P1"))
+    account.post(floor.rounds["ruling"], 0, 30, "StakeSettled", "dealer", "one-sided", T0)
+    ledger._save([account], Receipt.record(receipt_id("one-sided"), T0, "one-sided", "settle",
+                                           "-", {}, "dealer"))
+    with engine(env) as e:
+        e.catch_up(500)
+    last = reads.check_balances(ledger, cursor=first["next_cursor"])
+    assert last["ok"]  # the sum ran before the posting
+    assert last["position"] == first["position"] < last["ledger_head"] == head(env)
+    assert last["lag_events"] == 2  # the posting and its receipt
+    fresh = reads.check_balances(ledger)
+    assert not fresh["ok"]
+    assert fresh["position"] == head(env)
+
+
 def test_a_cursor_edited_or_signed_elsewhere_is_refused_and_one_signed_alike_is_taken(
         floor: Floor, env: Env) -> None:
     # Unsigned, a balance check's cursor could be told to start past the end (complete, ok,
@@ -427,8 +450,9 @@ def test_a_cursor_edited_or_signed_elsewhere_is_refused_and_one_signed_alike_is_
         key = json.loads(raw)
         assert key[0] == "balance-check"
         edits = [["balance-check", "openings", str(2**63 - 1), *key[3:]],  # past the end
-                 [*key[:3], str(int(key[3]) + 7), key[4]],  # findings before
-                 [*key[:4], datetime.now(UTC).isoformat()]]  # a check begun now
+                 [*key[:3], str(int(key[3]) + 7), *key[4:]],  # findings before
+                 [*key[:4], datetime.now(UTC).isoformat(), *key[5:]],  # a check begun now
+                 [*key[:5], str(int(key[5]) + 1)]]  # where the sum spoke for
         for edited in edits:
             for forged in (json.dumps(edited).encode(),
                            json.dumps(edited, separators=(",", ":")).encode() + tag):
