@@ -260,7 +260,8 @@ def invariant_problem(error: InvariantBroken) -> Response:
                    "The ledger found a broken guarantee and refused to continue; the event "
                    "has been logged for the operators. If the stored record itself is at "
                    "fault, an auditor finds where: walk the hash chain (GET /audit/chain) and "
-                   "check the round (GET /audit/rounds/{id}/check).",
+                   "check what was read: a round (GET /audit/rounds/{id}/check), a shoe (GET "
+                   "/audit/shoes/{id}/verification), the balances (GET /audit/balances/check).",
                    error="InvariantBroken")
 
 

@@ -32,6 +32,7 @@ from ledger.errors import (
     Conflict,
     InsufficientChips,
     InvariantBroken,
+    NotFound,
     QueryRefused,
     RuleSetInvalid,
 )
@@ -1116,6 +1117,21 @@ def test_a_shoe_altered_behind_the_ledger_fails_its_verification(
             (finding,) = reader.verify_shoe(shoe_id)
             assert finding.startswith(f"round {r}: the shoe gave it position ")
             assert finding.endswith("and the round records no card dealt from it")
+
+
+def test_a_shoe_is_not_found_under_the_id_of_a_round_whose_record_is_broken(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    # Read as a shoe, a round with a version removed was replayed: a 500, and a "finding".
+    app = ledgers()
+    _, r = open_round(app)
+    with behind_the_ledger(database, env) as (conn, events):
+        conn.execute(f"DELETE FROM {events} WHERE originator_id = %s AND originator_version = 2",
+                     (r,))
+    fresh = ledgers()
+    for read in (fresh.shoe, fresh.verify_shoe):
+        with pytest.raises(NotFound, match=f"There is no shoe {r}"):
+            read(r)
 
 
 def _postings_around(app: GameLedger, round_id: UUID, *moves: tuple[UUID, int, int],
