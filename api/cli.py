@@ -72,7 +72,7 @@ from ledger.storage import (
     chain_start,
     verify_chain,
 )
-from projections.engine import NAMES
+from projections.engine import NAMES, ahead_of_the_log
 from projections.rebuild import rebuild as rebuild_projection
 from projections.settings import (
     BATCH_SIZE_DEFAULT,
@@ -476,6 +476,9 @@ def positions() -> None:
         for row in rows:
             click.echo(f"{row['projection']:<12} at {row['position']:>10,}  ledger head "
                        f"{row['ledger_head']:>10,}  behind {row['lag_events']:,}")
+        for row in rows:
+            if (ahead := ahead_of_the_log(row)) is not None:
+                click.echo(f"warning: {ahead}", err=True)
     finally:
         read_models.close()
 

@@ -353,6 +353,17 @@ def lag_report(curs: Curs, events_table: Identifier, views: Sequence[tuple[str, 
             zip(views, _lags(curs, events_table, positions), strict=True)]
 
 
+def ahead_of_the_log(lag: Mapping[str, Any]) -> str | None:
+    """What to say of a projection whose position (in a :func:`lag_report` row) is past the
+    ledger's last event: it holds events the ledger no longer has, and the worker, reading on
+    from there, would wait for ids that name other events."""
+    if lag["position"] <= lag["ledger_head"]:
+        return None
+    return (f"{lag['projection']} is at {lag['position']}, past the ledger's last event "
+            f"{lag['ledger_head']}: it holds events the ledger no longer has (the ledger "
+            f"restored from an older backup?); rebuild it: pitboss rebuild {lag['projection']}")
+
+
 def log_after(curs: Curs, events_table: Identifier, position: int) -> dict[str, int]:
     """The ledger's head and the events stored after ``position``, as :func:`lag_report`
     counts them for a projection's."""

@@ -24,7 +24,7 @@ from eventsourcing.persistence import InterfaceError, OperationalError
 from psycopg.sql import SQL, Identifier
 
 from projections.base import TrackingConflict
-from projections.engine import Engine, Reader
+from projections.engine import Engine, Reader, ahead_of_the_log
 from projections.settings import (
     POLL_INTERVAL_MAX_S,
     POLL_INTERVAL_MIN_S,
@@ -140,6 +140,9 @@ def _log_positions(engine: Engine, log: logging.Logger, what: str) -> None:
     log.info("%s; %s", what, "; ".join(
         f"{p['projection']} at {p['position']} of {p['ledger_head']} "
         f"(lag {p['lag_events']} events)" for p in positions))
+    for p in positions:
+        if (ahead := ahead_of_the_log(p)) is not None:
+            log.warning("%s", ahead)
 
 
 class Waker:

@@ -509,6 +509,28 @@ def test_positions_show_the_lag_until_the_projections_catch_up(env: Env,
     casino.close()
 
 
+def test_a_projection_past_the_ledgers_last_event_is_told_to_be_rebuilt(
+        env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    # The ledger restored from an older backup, the read models not: the worker said
+    # "at 805 of 409 (lag 0 events)", and waited for ids that would name other events.
+    from projections.worker import _log_positions
+
+    casino = Casino.on(env)
+    casino.fund("P1")
+    events = head(env)
+    with engine(env) as e:
+        e.catch_up(500)
+        with connect(env) as conn:
+            conn.execute("UPDATE balances_tracking SET notification_id = %s", (events + 100,))
+        with caplog.at_level(logging.INFO, logger="pitboss.test"):
+            _log_positions(e, logging.getLogger("pitboss.test"), "caught up")
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [f"balances is at {events + 100}, past the ledger's last event {events}: "
+                      "it holds events the ledger no longer has (the ledger restored from an "
+                      "older backup?); rebuild it: pitboss rebuild balances"]
+    casino.close()
+
+
 def test_positions_before_the_ledger_has_its_table_are_all_zero(env: Env,
                                                                reads: ReadModels) -> None:
     assert reads.positions() == [{"projection": name, "position": 0, "ledger_head": 0,
