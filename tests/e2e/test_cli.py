@@ -1225,6 +1225,26 @@ def test_positions_says_when_the_worker_never_made_the_read_models(postgres_env,
                              "(pitboss project) makes them\n")
 
 
+def test_positions_warns_of_a_read_model_past_the_ledgers_last_event(postgres_env, database,
+                                                                      monkeypatch):
+    from projections.base import LEDGER_APP
+    from projections.engine import Engine
+
+    env = postgres_env()
+    GameLedger(env=env, shoe_key=ShoeSealer.new_key()).close()
+    Engine(env).close()  # the read models made, at 0
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        conn.execute(f'INSERT INTO "{env["POSTGRES_SCHEMA"]}".round_index_tracking VALUES '
+                     "(%s, 9)", (LEDGER_APP,))
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
+    result = CliRunner().invoke(main, ["positions"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ("warning: round_index is at 9, past the ledger's last event 0: it "
+                             "holds events the ledger no longer has (the ledger restored from "
+                             "an older backup?); rebuild it: pitboss rebuild round_index\n")
+
+
 @pytest.mark.parametrize("schema", ['no"such', "a b", "1st", "x" * 64, "user", "select",
                                     "Ledger"])
 def test_a_schema_that_is_no_plain_name_is_refused_in_a_sentence(database, monkeypatch, schema):
