@@ -29,6 +29,7 @@ from projections.settings import (
     POLL_INTERVAL_MAX_S,
     POLL_INTERVAL_MIN_S,
     GamingDay,
+    ProjectionSetupError,
     check_batch_size,
 )
 from projections.table_days import TableDaysView, stored_gaming_day
@@ -51,6 +52,9 @@ def run_worker(env: Mapping[str, str], stop: threading.Event, *, batch_size: int
                          f"{POLL_INTERVAL_MAX_S} seconds")
     with Engine(env) as engine:
         _check_gaming_day(engine, env, log)
+        ahead = [said for p in engine.positions() if (said := ahead_of_the_log(p)) is not None]
+        if ahead:  # read on from there, it would skip the ids the ledger's next events take
+            raise ProjectionSetupError("; ".join(ahead))
         waker = Waker(engine.reader, log)
         answering = True
         try:
@@ -140,7 +144,7 @@ def _log_positions(engine: Engine, log: logging.Logger, what: str) -> None:
     log.info("%s; %s", what, "; ".join(
         f"{p['projection']} at {p['position']} of {p['ledger_head']} "
         f"(lag {p['lag_events']} events)" for p in positions))
-    for p in positions:
+    for p in positions:  # (refused at the start; moved back while it runs)
         if (ahead := ahead_of_the_log(p)) is not None:
             log.warning("%s", ahead)
 

@@ -514,7 +514,7 @@ def test_a_projection_past_the_ledgers_last_event_is_told_to_be_rebuilt(
         env: Env, caplog: pytest.LogCaptureFixture) -> None:
     # The ledger restored from an older backup, the read models not: the worker said
     # "at 805 of 409 (lag 0 events)", and waited for ids that would name other events.
-    from projections.worker import _log_positions
+    from projections.worker import _log_positions, run_worker
 
     casino = Casino.on(env)
     casino.fund("P1")
@@ -525,10 +525,19 @@ def test_a_projection_past_the_ledgers_last_event_is_told_to_be_rebuilt(
             conn.execute("UPDATE balances_tracking SET notification_id = %s", (events + 100,))
         with caplog.at_level(logging.INFO, logger="pitboss.test"):
             _log_positions(e, logging.getLogger("pitboss.test"), "caught up")
+    said = (f"balances is at {events + 100}, past the ledger's last event {events}: it holds "
+            "events the ledger no longer has (the ledger restored from an older backup?); "
+            "rebuild it: pitboss rebuild balances")
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warned == [f"balances is at {events + 100}, past the ledger's last event {events}: "
-                      "it holds events the ledger no longer has (the ledger restored from an "
-                      "older backup?); rebuild it: pitboss rebuild balances"]
+    assert warned == [said]
+    # Nor does a worker start on it: reading on from there, it skipped the ids the ledger's
+    # next events took, and said nothing once the head had passed the position.
+    stopped = threading.Event()
+    stopped.set()  # a worker that starts stops at once
+    with pytest.raises(ProjectionSetupError) as refused:
+        run_worker(env, stopped, batch_size=100, poll_interval_s=0.05,
+                   log=logging.getLogger("pitboss.test"))
+    assert str(refused.value) == said
     casino.close()
 
 
