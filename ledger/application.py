@@ -941,6 +941,9 @@ class GameLedger(Application[UUID]):
         """The shoe as its stored events make it: an audit of a copy kept for play would
         answer as it was read, whatever the record says now (and each process its own)."""
         first = next(iter(self.events.get(shoe_id, limit=1)), None)
+        if isinstance(first, ShoeRecord.CardsDrawn | ShoeRecord.Retired):  # its start removed
+            raise InvariantBroken(f"{_NOT_FOLLOWING.format(shoe_id)}: its first stored event "
+                                  f"is version {first.originator_version}")
         if not isinstance(first, ShoeRecord.Created):  # not a broken round's 500, say
             raise NotFound(f"There is no shoe {shoe_id}.")
         return cast(ShoeRecord, self._load(shoe_id, "shoe"))

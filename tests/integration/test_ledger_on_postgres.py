@@ -1132,6 +1132,15 @@ def test_a_shoe_is_not_found_under_the_id_of_a_round_whose_record_is_broken(
     for read in (fresh.shoe, fresh.verify_shoe):
         with pytest.raises(NotFound, match=f"There is no shoe {r}"):
             read(r)
+    # A shoe whose first event was removed is a broken record, not no shoe.
+    shoe_id = UUID(fresh.round_state(r, 1)["shoe_id"])
+    with behind_the_ledger(database, env) as (conn, events):
+        conn.execute(f"DELETE FROM {events} WHERE originator_id = %s AND originator_version = 1",
+                     (shoe_id,))
+    with pytest.raises(InvariantBroken, match="its first stored event is version 2"):
+        ledgers().shoe(shoe_id)
+    (finding,) = ledgers().verify_shoe(shoe_id)
+    assert "its first stored event is version 2" in finding
 
 
 def _postings_around(app: GameLedger, round_id: UUID, *moves: tuple[UUID, int, int],
