@@ -34,7 +34,7 @@ from werkzeug.exceptions import Forbidden, Unauthorized
 
 from api.secrets_files import untrusted
 from api.strict_json import RepeatedMember, members_once
-from ledger.names import NAME_MAX_CHARS
+from ledger.names import NAME_MAX_CHARS, is_name
 
 logger = logging.getLogger("pitboss.auth")
 
@@ -79,8 +79,7 @@ class ApiKey:
 
 def check_name(name: object) -> str:
     """A key holder's name is what the ledger records as actor: 1-64 printable characters."""
-    if (not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX_CHARS
-            or not name.isprintable() or name != name.strip()):
+    if not is_name(name):
         raise KeyConfigError(f"a key name is 1 to {NAME_MAX_CHARS} printable characters "
                              f"without surrounding spaces, not {name!r}")
     return name

@@ -44,7 +44,6 @@ import random
 import secrets
 import threading
 import time
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -96,7 +95,7 @@ from ledger.errors import (
     TableOpen,
 )
 from ledger.money import CURRENCIES, HOUSE_KEY, Movement, movements, net_movements
-from ledger.names import check_name, check_new_name
+from ledger.names import check_name, check_new_name, is_name, written_one_way
 from ledger.plays import Play
 from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
@@ -1623,9 +1622,7 @@ def _check_rule_set(rules: RuleSet) -> None:
     """What a rule set put in force must be besides valid: its name written one way only,
     as table names are (it is looked up with its version, R-S1), and not a preset's own name
     and version for other rules."""
-    name = rules.name
-    if not name.isprintable() or name != name.strip() \
-            or unicodedata.normalize("NFC", name) != name or unicodedata.combining(name[0]):
+    if not (is_name(rules.name) and written_one_way(rules.name)):
         raise RuleSetInvalid("name", "it must be printable, without surrounding spaces, in "
                              "composed form (Unicode NFC) and not start with an accent")
     clash = preset_clash(rules)
