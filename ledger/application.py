@@ -691,8 +691,8 @@ class GameLedger(Application[UUID]):
                     f"with them, {created.rules_hash}: the record of the rules was altered, so "
                     "the round cannot be checked against them (R-S1)"]
         findings = []
-        record = next(iter(self.events.get(ids.rule_set_id(
-            str(created.rules.get("name")), created.rules.get("version")), limit=1)), None)
+        record = self._first_event(ids.rule_set_id(str(created.rules.get("name")),
+                                                   created.rules.get("version")))
         if isinstance(record, RuleSetRecord.Created) and record.rules_hash != created.rules_hash:
             findings.append(f"v1: {named} stands for other rules (content hash "
                             f"{record.rules_hash}, recorded when first used) than this round "
@@ -801,6 +801,10 @@ class GameLedger(Application[UUID]):
         return {a: f"{owners[a]}'s account" if a in owners else
                 f"{a}, which no account was opened as" for a in account_ids}
 
+    def _first_event(self, originator_id: UUID) -> Any:
+        """The first stored event of ``originator_id``, as its kind (None if it has none)."""
+        return next(iter(self.events.get(originator_id, limit=1)), None)
+
     def _first_events(self, originator_ids: list[UUID]) -> list[Any]:
         """The first event of each of ``originator_ids`` that has one (on PostgreSQL, in one
         query)."""
@@ -885,7 +889,7 @@ class GameLedger(Application[UUID]):
         opened it, changed its rules (and why), started its shoes and rounds, closed and
         reopened it, and when; ``next_after`` as for :meth:`account_entries`."""
         table_id = _uuid(table_id, "table")
-        first = next(iter(self.events.get(table_id, limit=1)), None)
+        first = self._first_event(table_id)
         if not isinstance(first, Table.Created):
             raise NotFound(f"There is no table {table_id}.")
         return self._events_page(table_id, after, limit)
@@ -939,7 +943,7 @@ class GameLedger(Application[UUID]):
     def _recorded_shoe(self, shoe_id: UUID) -> ShoeRecord:
         """The shoe as its stored events make it: an audit of a copy kept for play would
         answer as it was read, whatever the record says now (and each process its own)."""
-        first = next(iter(self.events.get(shoe_id, limit=1)), None)
+        first = self._first_event(shoe_id)
         if isinstance(first, ShoeRecord.CardsDrawn | ShoeRecord.Retired):  # its start removed
             raise InvariantBroken(f"{_NOT_FOLLOWING.format(shoe_id)}: its first stored event "
                                   f"is version {first.originator_version}")
@@ -1146,13 +1150,13 @@ class GameLedger(Application[UUID]):
     def _stored_as_made(self, receipt: Receipt.Created) -> bool:
         """Whether the receipt stored under ``receipt``'s id is this one (a twin request's,
         made at another moment, has its own timestamp)."""
-        stored = next(iter(self.events.get(receipt.originator_id, limit=1)), None)
+        stored = self._first_event(receipt.originator_id)
         return (isinstance(stored, Receipt.Created) and stored.timestamp == receipt.timestamp
                 and stored.fingerprint == receipt.fingerprint)
 
     def _answer(self, receipt_id: UUID, request_id: str, fingerprint: str,
                 actor: str) -> Result | None:
-        created = next(iter(self.events.get(receipt_id, limit=1)), None)
+        created = self._first_event(receipt_id)
         if not isinstance(created, Receipt.Created):
             return None
         if created.fingerprint != fingerprint:
