@@ -78,14 +78,9 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
             # Only the live names are needed: swap() drops whatever live tables exist.
             live_view = build_projection(projection_class(name), building.datastore,
                                          gaming_day=GamingDay.from_env(env), create=False).view
-            caught_up = [0]
-
-            def catch_up_to(live_at: int) -> None:
-                caught_up[0] = building.catch_up_to(live_at, batch_size)
-
             with ddl_lock(building.datastore):
-                swap(fresh_view, live_view, catch_up_to)
-            read += caught_up[0]
+                read += swap(fresh_view, live_view,
+                             lambda live_at: building.catch_up_to(live_at, batch_size))
             log.info("%s rebuilt up to notification %d and swapped in", name,
                      building.position(name))
         applied = [0]  # the events of the pages committed after the swap, so far
@@ -158,9 +153,9 @@ def _progress(building: Engine, name: str, target: int, log: logging.Logger
     return report
 
 
-def swap(fresh: View, live: View,
-         catch_up_to: Callable[[int], None] | None = None) -> None:
-    """In one transaction: drop the live tables and give the fresh ones their names.
+def swap(fresh: View, live: View, catch_up_to: Callable[[int], int] | None = None) -> int:
+    """In one transaction: drop the live tables and give the fresh ones their names; the
+    events ``catch_up_to`` read.
 
     ``catch_up_to`` is given the live view's position once its tables are locked (a worker
     kept it moving until then), to bring the fresh tables that far first: swapped in behind
@@ -168,6 +163,7 @@ def swap(fresh: View, live: View,
     balance check that read the position before the swap and the rows after it called events
     unapplied.
     """
+    caught_up = 0
     if fresh.generation == live.generation or type(fresh) is not type(live):
         raise ValueError("swap a fresh generation of a view for the live one")
     schema = fresh.datastore.schema
@@ -183,7 +179,7 @@ def swap(fresh: View, live: View,
                 curs.execute(SQL("SELECT max(notification_id) AS at FROM {}").format(
                     live.qualified("tracking")))
                 row = curs.fetchone()
-                catch_up_to((row["at"] or 0) if row else 0)
+                caught_up = catch_up_to((row["at"] or 0) if row else 0)
             for part in existing:
                 _copy_grants(curs, live.qualified(part), fresh.qualified(part))
             curs.execute(SQL("DROP TABLE {}").format(
@@ -193,6 +189,7 @@ def swap(fresh: View, live: View,
             curs.execute(SQL("ALTER TABLE {} RENAME TO {}").format(
                 fresh.qualified(part), Identifier(new_name)))
             _rename_indexes(curs, schema, new_name, old_name)
+    return caught_up
 
 
 def _copy_grants(curs: Curs, source: Identifier, target: Identifier) -> None:
