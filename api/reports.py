@@ -119,8 +119,9 @@ STAKED = ("Chips put at risk: stakes, doubles, splits, matches and insurance, le
 PAID = ("Chips handed to bettors, gross: stakes released (a push, a surrender's half, a void) "
         "and won stakes coming back, winnings paid on top, and what rulings give players; "
         "less what a void takes back (even money already paid) and what rulings take.")
-HOUSE_RESULT = ("The house's result: stakes lost less winnings paid, plus what a void takes back, "
-         "less what rulings give players (plus what they take); positive when the house won.")
+HOUSE_RESULT = ("The house's result: stakes lost less winnings paid, plus what a void takes "
+                "back, less what rulings give players (plus what they take); positive when the "
+                "house won.")
 
 
 class RoundIndexSchema(Out):
