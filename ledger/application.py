@@ -113,6 +113,7 @@ from ledger.storage import (
     LedgerRecorder,
     MayHaveBeenAppended,
     SnapshotRecorder,
+    VersionGap,
     first_events,
     newest_without,
     postings_that_may_name,
@@ -1083,7 +1084,14 @@ class GameLedger(Application[UUID]):
                                          fingerprint, result, actor)
                 try:
                     self._save(touched, receipt)
-                except IntegrityError:
+                except IntegrityError as error:
+                    if isinstance(error, VersionGap):
+                        # The store is behind a copy this process holds (restored under it):
+                        # any copy may be, so none is kept, and the record is read again.
+                        _log.warning("%s; the store is behind this process's copy, so every "
+                                     "copy it holds is dropped and read again", error)
+                        self._working.clear()
+                        tried.kept = []
                     overtaken = self._overtaken(guard, loaded, seen)
                     answered = self._answer(receipt_id, request_id, fingerprint, actor)
                     if answered is not None:  # looked for after the guard, as above

@@ -18,6 +18,10 @@ guarantees added when it creates its table:
   (``SECURITY DEFINER``): the service role needs ``EXECUTE`` on it and ``SELECT``
   on the table, and no ``INSERT`` at all (``deploy/postgres-roles.sql``), so no
   row can reach the table around the lock or the chain.
+* **No holes.** The insert function refuses, as :class:`VersionGap`, an event whose version
+  does not follow the one before it (stored, or earlier in the same append): a process whose
+  copy of an aggregate is ahead of the store (the database restored under it) would otherwise
+  leave a history that every read of the aggregate fails on.
 * **Tamper-evident.** Each row's ``chain_hash`` (``NOT NULL``) is the SHA-256 of
   the previous row's hash and this row's id, version, topic and state, computed
   by the insert function in notification-id order while it holds the lock.
@@ -69,7 +73,7 @@ from eventsourcing.postgres import (
 from eventsourcing.utils import TopicError, resolve_topic
 from psycopg import Connection, Cursor
 from psycopg.adapt import Dumper
-from psycopg.errors import LockNotAvailable, QueryCanceled, error_from_result
+from psycopg.errors import CheckViolation, LockNotAvailable, QueryCanceled, error_from_result
 from psycopg.generators import execute
 from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg.pq.abc import PGresult
@@ -84,6 +88,10 @@ from ledger.sealing import SnapshotSigner
 _log = logging.getLogger("pitboss.ledger")
 
 GENESIS = b"\x00" * 32
+# The insert function's refusal of a version that does not follow the one before it (its
+# SQLSTATE is check_violation), two placeholders: the version, the aggregate's id.
+VERSION_GAP = ("version % of % does not follow the version before it, stored or earlier in the "
+               "same append")
 HEAD_PATTERN = r"[0-9a-f]{64}"  # a link as the audit reports and takes it: SHA-256 in hex
 CHAIN_PAGE_ROWS = 5000  # read per query while walking the chain
 # Rows one request of the audit API walks: by default, and at most.
@@ -145,6 +153,12 @@ class MayHaveBeenAppended(IntegrityError):
     committed them, or another request the same events."""
 
 
+class VersionGap(IntegrityError):
+    """An append refused by the insert function: an event's version does not follow one
+    stored or appended with it. The writer's copy of that aggregate is ahead of the store
+    (the database restored under a running process, or events appended around it)."""
+
+
 def _retried(statement: Callable[_P, _R]) -> Callable[_P, _R]:
     """``statement`` tried again on a connection that broke, but not after a wait ran out (for
     a connection from the pool, too many requests waiting, for a lock, or the statement's own
@@ -157,7 +171,7 @@ def _retried(statement: Callable[_P, _R]) -> Callable[_P, _R]:
             try:
                 return statement(*args, **kwargs)
             except IntegrityError as error:
-                if attempt > 1:
+                if attempt > 1 and not isinstance(error, VersionGap):
                     raise MayHaveBeenAppended(*error.args) from error
                 raise
             except (InterfaceError, OperationalError) as error:
@@ -309,6 +323,7 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             "lock_timeout_s": str(int(datastore.lock_timeout)),
             "append_lock": str(append_lock_key(datastore.schema, events_table_name)),
             "genesis": GENESIS.hex(),
+            "gap_message": VERSION_GAP,
             "table_regclass": literal(qualified),
             "index": quote(self.notification_id_index_name),
             "index_regclass": literal(f"{quote(datastore.schema)}."
@@ -353,8 +368,14 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
         if not stored_events:
             return []
         params = _insert_parameters(stored_events)
-        with self._appenders.connection() as conn:
-            return self._append(conn, params)
+        try:
+            with self._appenders.connection() as conn:
+                return self._append(conn, params)
+        except IntegrityError as error:
+            refused = error.__cause__
+            if isinstance(refused, CheckViolation):
+                raise VersionGap(refused.diag.message_primary or str(error)) from refused
+            raise
 
     def has_index(self, name: str) -> bool:
         """Whether the event table has its index ``name`` (of ``_INDEXES``) as this version
@@ -842,11 +863,37 @@ _STATEMENTS = (
          chain bytea;
          hashes bytea[];
          topic_bytes bytea;
+         gap_id uuid;
+         gap_version bigint;
        BEGIN
          PERFORM set_config('lock_timeout', '{lock_timeout_s}s', true);
          -- Held until commit: ids are issued and committed in the same order.
          PERFORM pg_advisory_xact_lock({append_lock});
          NOTIFY {channel};
+         -- Each version follows the one before it, stored or earlier in this append. A
+         -- writer whose copy is ahead of the store (restored under it) would leave a hole
+         -- every read of the aggregate fails on. (A version stored already fails on the
+         -- primary key.) A save's events come in order, each just after the one before it;
+         -- the others are looked up in the table (the LIMIT keeps that a probe of the primary
+         -- key each, never a join over the whole table), and only those not found there in
+         -- the rest of the append (a bulk load in the log's order).
+         SELECT u.id, u.version INTO gap_id, gap_version
+           FROM unnest(ids, versions) WITH ORDINALITY AS u(id, version, n)
+           LEFT JOIN LATERAL (
+             SELECT true AS found FROM {schema}.{table} t
+              WHERE u.version > 1
+                AND NOT (u.n > 1 AND ids[u.n - 1] = u.id AND versions[u.n - 1] = u.version - 1)
+                AND t.originator_id = u.id AND t.originator_version = u.version - 1
+              LIMIT 1) AS stored ON true
+          WHERE u.version < 1 OR (u.version > 1 AND stored.found IS NULL
+                AND NOT (u.n > 1 AND ids[u.n - 1] = u.id AND versions[u.n - 1] = u.version - 1)
+                AND NOT EXISTS (SELECT 1 FROM unnest(ids, versions) WITH ORDINALITY AS
+                                 b(id, version, n) WHERE b.n < u.n AND b.id = u.id
+                                 AND b.version = u.version - 1))
+          LIMIT 1;
+         IF FOUND THEN
+           RAISE EXCEPTION '{gap_message}', gap_version, gap_id USING ERRCODE = 'check_violation';
+         END IF;
          SELECT t.chain_hash INTO chain FROM {schema}.{table} t
            ORDER BY t.notification_id DESC LIMIT 1;
          chain := coalesce(chain, '\\x{genesis}'::bytea);

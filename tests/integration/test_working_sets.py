@@ -10,6 +10,7 @@ connection.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -22,6 +23,7 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 from psycopg_pool import PoolTimeout
 
+from ledger.aggregates import ids
 from ledger.aggregates.account import Account
 from ledger.aggregates.round import Round
 from ledger.application import GameLedger
@@ -29,7 +31,7 @@ from ledger.errors import Conflict, InsufficientChips, StaleVersion
 from ledger.rules import CASINO, TableLimits
 from ledger.sealing import ShoeSealer
 from ledger.shoe import deal_size
-from ledger.storage import LedgerRecorder, chain_head, verify_chain
+from ledger.storage import LedgerRecorder, VersionGap, chain_head, verify_chain
 from tests.scripted import SteeredShuffle
 
 NewEnv = Callable[[], dict[str, str]]
@@ -517,3 +519,59 @@ def test_an_append_larger_than_the_sockets_buffers_is_sent_whole(ledgers: Ledger
     assert len(ids) == events
     assert [e.state for e in recorder.select_events(originator)] == [state] * events
     assert verify_chain(recorder).intact
+
+
+def test_an_append_that_would_leave_a_version_gap_is_refused_and_stores_nothing(
+        ledgers: Ledgers) -> None:
+    # Each version follows the one before it, stored or in the same append: a copy ahead of
+    # the store (a restore under a running process) would leave a hole every read fails on.
+    recorder = ledgers().recorder
+    assert isinstance(recorder, LedgerRecorder)
+    originator = uuid4()
+
+    def append(*versions: int) -> Sequence[int] | None:
+        return recorder.insert_events([StoredEvent(
+            originator_id=originator, originator_version=v, topic="test:Gap", state=b"{}")
+            for v in versions])
+
+    before = recorder.max_notification_id()
+    for versions in ((2,), (0,), (1, 3), (-1, 1), (2, 1)):
+        with pytest.raises(VersionGap, match=f"of {originator} does not follow the version"):
+            append(*versions)
+    assert recorder.max_notification_id() == before
+    assert list(recorder.select_events(originator)) == []
+    append(1, 2)
+    other = uuid4()  # a bulk load, in the log's order: each version after the one before
+    recorder.insert_events([StoredEvent(originator_id=o, originator_version=v, topic="test:Gap",
+                                        state=b"{}") for o, v in ((other, 1), (originator, 3),
+                                                                  (other, 2), (originator, 4))])
+    append(5)
+    with pytest.raises(VersionGap, match=f"version 7 of {originator}"):
+        append(7)
+    assert [e.originator_version for e in recorder.select_events(originator)] == [1, 2, 3, 4, 5]
+    assert verify_chain(recorder).intact
+
+
+def test_a_copy_ahead_of_the_store_is_dropped_and_read_again(
+        ledgers: Ledgers, caplog: pytest.LogCaptureFixture) -> None:
+    # A process's copy of an account one buy-in ahead of the record, as after a restore of
+    # the database under it: its next save is refused whole, its copies are dropped, and the
+    # request is decided again on the record as stored.
+    app = ledgers()
+    app.open_account(rid(), "cashier", "P1")
+    app.buy_in(rid(), "cashier", "P1", 100)
+    account_id = ids.account_id("P1")
+    held = app._working.take(account_id)
+    assert isinstance(held, Account)
+    held.buy_in(1000, "cashier", "lost-in-the-restore", held.modified_on)
+    held.collect_events()
+    app._working.give(held)
+    with caplog.at_level(logging.WARNING, "pitboss.ledger"):
+        app.buy_in(rid(), "cashier", "P1", 5)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"version 4 of {account_id} does not follow the version before it, stored or earlier "
+        "in the same append; the store is behind this process's copy, so every "
+        "copy it holds is dropped and read again"]
+    assert app.balance("P1")["available"] == 105
+    stored = [e.originator_version for e in app.recorder.select_events(account_id)]
+    assert stored == list(range(1, len(stored) + 1))
