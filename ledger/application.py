@@ -1150,6 +1150,9 @@ class GameLedger(Application[UUID]):
         # key already taken would have made look like a repeat.
         try:
             self.snapshots.put([type(a).Snapshot.take(a) for a in due])
+        except MayHaveBeenAppended:
+            pass  # written by a try whose answer was lost with its connection (or by another
+            # process, of the same version of the same events)
         except PersistenceError:
             _log.warning("the snapshot of %s was not written; its events are read instead",
                          ", ".join(f"{a.id} at version {a.version}" for a in due),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import re
@@ -17,6 +18,7 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 from eventsourcing.persistence import OperationalError, StoredEvent
+from eventsourcing.postgres import PostgresAggregateRecorder
 from psycopg.sql import SQL, Composable, Identifier
 
 from api.database import DatabaseSettings
@@ -1767,3 +1769,29 @@ def test_a_link_removed_is_a_finding_wherever_a_part_starts_and_at_the_head(
     rest = verify_chain(recorder, after=first.next_after or 0)
     assert first.findings + rest.findings == whole.findings
     assert chain_head(recorder) == (last, head)  # the link recomputed where it was removed
+
+
+def test_a_snapshot_whose_answer_was_lost_after_its_commit_is_not_called_unwritten(
+        ledgers: Callable[..., GameLedger], caplog: pytest.LogCaptureFixture) -> None:
+    # The snapshot's insert committed and its connection broke before the answer came: tried
+    # again, it found its row there. That was logged as "not written", with a traceback.
+    app = ledgers()
+    snapshots = app.snapshots.recorder if app.snapshots is not None else None
+    assert isinstance(snapshots, SnapshotRecorder)
+    library_insert = PostgresAggregateRecorder.insert_events.__wrapped__
+    tries: list[int] = []
+
+    def committed_then_lost(recorder: SnapshotRecorder, stored: Any, **kwargs: Any) -> None:
+        tries.append(len(stored))
+        library_insert(recorder, stored, **kwargs)
+        if len(tries) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+
+    snapshots._insert = functools.partial(storage._retried(committed_then_lost), snapshots)
+    with caplog.at_level(logging.WARNING, "pitboss.ledger"):
+        _snapshotted(app)
+    assert tries == [1, 1]  # the version-200 snapshot, tried twice
+    assert [r.getMessage() for r in caplog.records] == []
+    account = ids.account_id("P1")
+    assert [s.originator_version for s in snapshots.select_events(account)] == [200]
+    assert ledgers().balance("P1")["available"] == 200
