@@ -875,8 +875,8 @@ _STATEMENTS = (
          -- every read of the aggregate fails on. (A version stored already fails on the
          -- primary key.) A save's events come in order, each just after the one before it;
          -- the others are looked up in the table (the LIMIT keeps that a probe of the primary
-         -- key each, never a join over the whole table), and only those not found there in
-         -- the rest of the append (a bulk load in the log's order).
+         -- key each, never a join over the whole table), and those not found there among
+         -- the events before them in the append (a bulk load in the log's order).
          SELECT u.id, u.version INTO gap_id, gap_version
            FROM unnest(ids, versions) WITH ORDINALITY AS u(id, version, n)
            LEFT JOIN LATERAL (
