@@ -156,7 +156,7 @@ class MayHaveBeenAppended(IntegrityError):
 class VersionGap(IntegrityError):
     """An append refused by the insert function: an event's version does not follow one
     stored or appended with it. The writer's copy of that aggregate is ahead of the store
-    (the database restored under a running process, or events appended around it)."""
+    (the database restored under a running process)."""
 
 
 def _retried(statement: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -323,7 +323,7 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             "lock_timeout_s": str(int(datastore.lock_timeout)),
             "append_lock": str(append_lock_key(datastore.schema, events_table_name)),
             "genesis": GENESIS.hex(),
-            "gap_message": VERSION_GAP,
+            "gap_message": literal(VERSION_GAP),
             "table_regclass": literal(qualified),
             "index": quote(self.notification_id_index_name),
             "index_regclass": literal(f"{quote(datastore.schema)}."
@@ -349,9 +349,12 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             raise RuntimeError("the event store library no longer creates its notification "
                                "index as this version expects: review LedgerRecorder")
         self.sql_create_statements.remove(library_index[0])
-        for statement in _STATEMENTS:
-            self.sql_create_statements.append(
-                _Statement(statement.format(**names)))
+        formatted = [statement.format(**names) for statement in _STATEMENTS]
+        self.sql_create_statements.extend(_Statement(text) for text in formatted)
+        # The insert function as this version makes it: its signature, and its body.
+        made = f"CREATE OR REPLACE FUNCTION {names['schema']}.{names['insert']}("
+        self._insert_signature = f"{names['schema']}.{names['insert']}({_INSERT_ARGUMENTS})"
+        self._insert_source = next(t for t in formatted if t.startswith(made)).split("$$")[1]
         self._appenders = _Appenders(datastore)
         self._indexes = indexes
         self._index_marks = marks
@@ -387,6 +390,15 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
         )[0]["found"]:
             self._indexes_found.add(name)
         return name in self._indexes_found
+
+    def insert_function_current(self) -> bool:
+        """Whether the insert function is this version's (an earlier version's, which does not
+        refuse a version gap, is replaced by the owner's start; the service role's makes
+        nothing)."""
+        return bool(_fetched(self, "SELECT prosrc = %s AS current FROM pg_proc WHERE oid = "
+                                   "to_regprocedure(%s)",
+                             (self._insert_source, self._insert_signature)) == [
+            {"current": True}])
 
     def missing_indexes(self) -> dict[str, str]:
         """This version's indexes the event table does not have yet: each one's qualified name
@@ -823,6 +835,7 @@ def _posting_round() -> str:
 
 POSTING_ROUND = _posting_round()
 
+_INSERT_ARGUMENTS = "uuid[], bigint[], text[], bytea[]"  # the insert function's, by type
 _STATEMENTS = (
     # Guarded, not IF NOT EXISTS, like the ALTER TABLEs below.
     """DO $$ BEGIN
@@ -870,29 +883,25 @@ _STATEMENTS = (
          -- Held until commit: ids are issued and committed in the same order.
          PERFORM pg_advisory_xact_lock({append_lock});
          NOTIFY {channel};
-         -- Each version follows the one before it, stored or earlier in this append. A
-         -- writer whose copy is ahead of the store (restored under it) would leave a hole
-         -- every read of the aggregate fails on. (A version stored already fails on the
-         -- primary key.) A save's events come in order, each just after the one before it;
-         -- the others are looked up in the table (the LIMIT keeps that a probe of the primary
-         -- key each, never a join over the whole table), and those not found there among
-         -- the events before them in the append (a bulk load in the log's order).
+         -- Each version follows the one before it: the aggregate's event before it in this
+         -- append, or if none, the stored one (a probe of the primary key, which the LIMIT
+         -- keeps from becoming a join over the table). A writer whose copy is ahead of the
+         -- store (restored under it) would leave a hole every read of the aggregate fails
+         -- on. (A version stored already fails on the primary key.)
          SELECT u.id, u.version INTO gap_id, gap_version
-           FROM unnest(ids, versions) WITH ORDINALITY AS u(id, version, n)
+           FROM (SELECT a.id, a.version,
+                        lag(a.version) OVER (PARTITION BY a.id ORDER BY a.n) AS before
+                   FROM unnest(ids, versions) WITH ORDINALITY AS a(id, version, n)) AS u
            LEFT JOIN LATERAL (
              SELECT true AS found FROM {schema}.{table} t
-              WHERE u.version > 1
-                AND NOT (u.n > 1 AND ids[u.n - 1] = u.id AND versions[u.n - 1] = u.version - 1)
+              WHERE u.before IS NULL AND u.version > 1
                 AND t.originator_id = u.id AND t.originator_version = u.version - 1
               LIMIT 1) AS stored ON true
-          WHERE u.version < 1 OR (u.version > 1 AND stored.found IS NULL
-                AND NOT (u.n > 1 AND ids[u.n - 1] = u.id AND versions[u.n - 1] = u.version - 1)
-                AND NOT EXISTS (SELECT 1 FROM unnest(ids, versions) WITH ORDINALITY AS
-                                 b(id, version, n) WHERE b.n < u.n AND b.id = u.id
-                                 AND b.version = u.version - 1))
+          WHERE u.version < 1 OR u.version > 1 AND u.before IS DISTINCT FROM u.version - 1
+                AND stored.found IS NULL
           LIMIT 1;
          IF FOUND THEN
-           RAISE EXCEPTION '{gap_message}', gap_version, gap_id USING ERRCODE = 'check_violation';
+           RAISE EXCEPTION {gap_message}, gap_version, gap_id USING ERRCODE = 'check_violation';
          END IF;
          SELECT t.chain_hash INTO chain FROM {schema}.{table} t
            ORDER BY t.notification_id DESC LIMIT 1;
@@ -914,7 +923,7 @@ _STATEMENTS = (
            RETURNING t.notification_id;
        END $$""",
     # It runs with its owner's rights: only roles granted EXECUTE may append.
-    "REVOKE ALL ON FUNCTION {schema}.{insert}(uuid[], bigint[], text[], bytea[]) FROM PUBLIC",
+    "REVOKE ALL ON FUNCTION {schema}.{insert}(" + _INSERT_ARGUMENTS + ") FROM PUBLIC",
     *(_index(name, made.definition) for name, made in _INDEX_DEFINITIONS.items()),
     *("DO $$ BEGIN IF to_regclass({retired_" + name + "}) IS NOT NULL THEN EXECUTE "
       "'DROP INDEX ' || to_regclass({retired_" + name + "}); END IF; END $$"
