@@ -1085,14 +1085,16 @@ class GameLedger(Application[UUID]):
                 try:
                     self._save(touched, receipt)
                 except IntegrityError as error:
-                    if isinstance(error, VersionGap):
+                    behind = isinstance(error, VersionGap)
+                    if behind:
                         # The store is behind a copy this process holds (restored under it):
-                        # any copy may be, so none is kept, and the record is read again.
+                        # any copy may be, so none is kept, and the request is decided again
+                        # on the record (the guard's version there is behind, not moved on).
                         _log.warning("%s; the store is behind this process's copy, so every "
                                      "copy it holds is dropped and read again", error)
                         self._working.clear()
                         tried.kept = []
-                    overtaken = self._overtaken(guard, loaded, seen)
+                    overtaken = None if behind else self._overtaken(guard, loaded, seen)
                     answered = self._answer(receipt_id, request_id, fingerprint, actor)
                     if answered is not None:  # looked for after the guard, as above
                         self._local.repeated = True

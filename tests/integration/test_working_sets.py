@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import subprocess
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from itertools import count
+from pathlib import Path
 from typing import Any, cast
 from uuid import UUID, uuid4
 
@@ -23,6 +25,7 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 from psycopg_pool import PoolTimeout
 
+from api.database import DatabaseSettings, embedded_program
 from ledger.aggregates import ids
 from ledger.aggregates.account import Account
 from ledger.aggregates.round import Round
@@ -575,3 +578,37 @@ def test_a_copy_ahead_of_the_store_is_dropped_and_read_again(
     assert app.balance("P1")["available"] == 105
     stored = [e.originator_version for e in app.recorder.select_events(account_id)]
     assert stored == list(range(1, len(stored) + 1))
+
+
+def test_a_process_left_running_through_a_restore_decides_on_the_record_restored(
+        ledgers: Ledgers, database: DatabaseSettings, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # The database restored from a dump under a running process, whose copies of a round
+    # and an account are ahead of the record: its next command on the round was a 409
+    # ("another request changed this first") and, before the insert function refused a gap,
+    # its buy-in was stored as the account's version 4 after a restored version 2.
+    app = ledgers(randbelow=SteeredShuffle("5S TH 7D 6S 9C 4H 8C TS"))
+    _, r = dealt_round(app)
+    recorder = app.recorder
+    assert isinstance(recorder, LedgerRecorder)
+    schema, dump = recorder.datastore.schema, tmp_path / "ledger.dump"
+    subprocess.run([embedded_program("pg_dump"), "-Fc", "-n", schema, "-f", str(dump),
+                    "-d", database.conninfo()], check=True, capture_output=True)
+    app.hit(rid(), "dealer", r, "P1", 1, 0)  # lost in the restore, as the buy-in
+    app.buy_in(rid(), "cashier", "P1", 500)
+    subprocess.run([embedded_program("pg_restore"), "--clean", "--if-exists",
+                    "--single-transaction", "-d", database.conninfo(), str(dump)],
+                   check=True, capture_output=True)
+    with caplog.at_level(logging.WARNING, "pitboss.ledger"):
+        app.stand(rid(), "dealer", r, "P1", 1, 0)  # decided on the round as restored
+    (warned,) = caplog.records
+    assert f"of {r} does not follow the version before it" in warned.getMessage()
+    app.buy_in(rid(), "cashier", "P1", 5)
+    stand_and_settle(app, r)
+    fresh = ledgers()
+    assert fresh.round_state(r)["boxes"][0]["hands"][0]["cards"] == ["5S", "6S"]  # no hit
+    assert fresh.check_round(r) == []
+    assert fresh.balance("P1") == app.balance("P1")
+    # P1 stood on 11 and lost 10 to the dealer's 7, 4, 8; P2's 19 pushed. The 500 is gone.
+    assert [fresh.balance(p)["total"] for p in ("P1", "P2")] == [1000 - 10 + 5, 1000]
+    assert verify_chain(recorder).intact
