@@ -883,25 +883,43 @@ _STATEMENTS = (
          -- Held until commit: ids are issued and committed in the same order.
          PERFORM pg_advisory_xact_lock({append_lock});
          NOTIFY {channel};
-         -- Each version follows the one before it: the aggregate's event before it in this
-         -- append, or if none, the stored one (a probe of the primary key, which the LIMIT
-         -- keeps from becoming a join over the table). A writer whose copy is ahead of the
-         -- store (restored under it) would leave a hole every read of the aggregate fails
-         -- on. (A version stored already fails on the primary key.)
+         -- Each version follows the one before it, stored or earlier in this append. A
+         -- writer whose copy is ahead of the store (restored under it) would leave a hole
+         -- every read of the aggregate fails on. (A version stored already fails on the
+         -- primary key.) A save's events come each just after the one before it; the others
+         -- are looked up in the table, a probe of the primary key each (the LIMIT keeps it
+         -- from becoming a join over the table).
          SELECT u.id, u.version INTO gap_id, gap_version
-           FROM (SELECT a.id, a.version,
-                        lag(a.version) OVER (PARTITION BY a.id ORDER BY a.n) AS before
-                   FROM unnest(ids, versions) WITH ORDINALITY AS a(id, version, n)) AS u
+           FROM unnest(ids, versions) WITH ORDINALITY AS u(id, version, n)
            LEFT JOIN LATERAL (
              SELECT true AS found FROM {schema}.{table} t
-              WHERE u.before IS NULL AND u.version > 1
+              WHERE u.version > 1
+                AND NOT (u.n > 1 AND ids[u.n - 1] = u.id AND versions[u.n - 1] = u.version - 1)
                 AND t.originator_id = u.id AND t.originator_version = u.version - 1
               LIMIT 1) AS stored ON true
-          WHERE u.version < 1 OR u.version > 1 AND u.before IS DISTINCT FROM u.version - 1
-                AND stored.found IS NULL
+          WHERE u.version < 1 OR u.version > 1 AND stored.found IS NULL
+                AND NOT (u.n > 1 AND ids[u.n - 1] = u.id AND versions[u.n - 1] = u.version - 1)
           LIMIT 1;
          IF FOUND THEN
-           RAISE EXCEPTION {gap_message}, gap_version, gap_id USING ERRCODE = 'check_violation';
+           -- Not found so, it may still follow an event of its aggregate earlier in the
+           -- append (a bulk load in the log's order, aggregates interleaved): each event's
+           -- predecessor in the append, found once for all by lag().
+           SELECT u.id, u.version INTO gap_id, gap_version
+             FROM (SELECT a.id, a.version,
+                          lag(a.version) OVER (PARTITION BY a.id ORDER BY a.n) AS before
+                     FROM unnest(ids, versions) WITH ORDINALITY AS a(id, version, n)) AS u
+             LEFT JOIN LATERAL (
+               SELECT true AS found FROM {schema}.{table} t
+                WHERE u.before IS NULL AND u.version > 1
+                  AND t.originator_id = u.id AND t.originator_version = u.version - 1
+                LIMIT 1) AS stored ON true
+            WHERE u.version < 1 OR u.version > 1 AND u.before IS DISTINCT FROM u.version - 1
+                  AND stored.found IS NULL
+            LIMIT 1;
+           IF FOUND THEN
+             RAISE EXCEPTION {gap_message}, gap_version, gap_id
+               USING ERRCODE = 'check_violation';
+           END IF;
          END IF;
          SELECT t.chain_hash INTO chain FROM {schema}.{table} t
            ORDER BY t.notification_id DESC LIMIT 1;

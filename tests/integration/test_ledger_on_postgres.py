@@ -1470,7 +1470,7 @@ def test_a_service_started_on_an_earlier_insert_function_says_so(
     with psycopg.connect(database.conninfo(), autocommit=True) as conn:
         (made,) = conn.execute("SELECT pg_get_functiondef(%s::regprocedure)", (
             f"{function}(uuid[], bigint[], text[], bytea[])",)).fetchone() or (None,)
-        conn.execute(re.sub(r"-- Each version follows.*?END IF;\n", "", made, flags=re.S))
+        conn.execute(re.sub(r"-- Each version follows.*?\n {9}END IF;\n", "", made, flags=re.S))
     assert not recorder.insert_function_current()
     with caplog.at_level(logging.WARNING, logger="pitboss.api"):
         prepare_store({**env, "CREATE_TABLE": "no"})

@@ -551,6 +551,11 @@ def test_an_append_that_would_leave_a_version_gap_is_refused_and_stores_nothing(
     append(5)
     with pytest.raises(VersionGap, match=f"version 7 of {originator}"):
         append(7)
+    third = uuid4()  # interleaved, with a hole: 3 follows 1
+    with pytest.raises(VersionGap, match=f"version 3 of {third}"):
+        recorder.insert_events([StoredEvent(originator_id=o, originator_version=v,
+                                            topic="test:Gap", state=b"{}")
+                                for o, v in ((third, 1), (originator, 6), (third, 3))])
     assert [e.originator_version for e in recorder.select_events(originator)] == [1, 2, 3, 4, 5]
     assert verify_chain(recorder).intact
 
