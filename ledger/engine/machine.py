@@ -630,7 +630,7 @@ class RoundMachine:
         if WILD in h.cards:
             return "A hand holding the wild card has ended its turn.", "R-W1"
         if h.split_aces:
-            return "A pair of aces splits only once.", "R-C3"
+            return "A hand made by splitting aces is not split again.", "R-C3"
         if len(h.cards) != 2 or h.doubled:
             return "Only a hand of two first cards may be split.", "R-C3"
         first, second = h.cards
