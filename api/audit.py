@@ -23,6 +23,7 @@ from api.schemas import (
     EventSchema,
     FindingsSchema,
     FrameSchema,
+    PostingSchema,
     RoundStateSchema,
     ShoeSchema,
 )
@@ -68,6 +69,15 @@ def check_round(round_id: UUID) -> dict[str, Any]:
     """Re-adjudicate: re-run the rules over the recorded cards and decisions (R-S1)."""
     findings = ledger().check_round(round_id)
     return {"ok": not findings, "findings": findings}
+
+
+@blp.route("/rounds/<uuid:round_id>/postings", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.response(200, PostingSchema(many=True))
+def round_postings(round_id: UUID) -> list[dict[str, Any]]:
+    """Every posting naming the round, on any account, with the account it moved: what the
+    round check compares with the round's events (R-M4), by account."""
+    return ledger().round_postings(round_id)
 
 
 @blp.route("/shoes/<uuid:shoe_id>", methods=["GET"])

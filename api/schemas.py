@@ -732,6 +732,17 @@ class EntriesPageSchema(Out):
         "description": "Pass as after= for the next page; null on the last page."})
 
 
+class PostingSchema(EventSchema):
+    """A posting naming a round, on the account it moved."""
+
+    account_id = fields.UUID(required=True)
+    owner = fields.String(required=True, allow_none=True, metadata={
+        "description": "Whose account: the player id, or for a table's house account the name "
+                       "it was opened under; null for an id no account was opened as."})
+    kind = fields.String(required=True, allow_none=True, metadata={
+        "description": "player or house, as the account was opened; null as for owner."})
+
+
 class FrameSchema(Out):
     event = fields.Nested(EventSchema, required=True)
     state = fields.Nested(RoundStateSchema, required=True)

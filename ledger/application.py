@@ -762,6 +762,26 @@ class GameLedger(Application[UUID]):
                     + ": written around the ledger (R-V2)")
         return findings
 
+    def round_postings(self, round_id: UUID) -> list[dict[str, Any]]:
+        """The postings naming the round on every account, as the round check finds them:
+        its bettors', its table's house's, and any other's (which the check reports). Each
+        with the account it is on (``owner`` and ``kind`` as opened, None for an id no account
+        was opened as), by account, and each account's in order."""
+        created, *rest = self._round_events(_uuid(round_id, "round"))
+        accounts = {ids.house_id(created.table_id)} | {
+            ids.account_id(key) for event in rest if isinstance(event, Round.Recorded)
+            for key in movements(event.fact()) if key != HOUSE_KEY}
+        postings = self._postings_naming(created.originator_id, list(accounts))
+        opened = {e.originator_id: e for e in self._first_events(
+            list({p.originator_id for p in postings})) if isinstance(e, Account.Created)}
+        items = []
+        for posting in postings:
+            account = opened.get(posting.originator_id)
+            items.append({**_describe(posting), "account_id": str(posting.originator_id),
+                          "owner": account.owner if account is not None else None,
+                          "kind": account.kind if account is not None else None})
+        return items
+
     def _posting_findings(self, created: Any, recorded: list[f.Fact]) -> list[str]:
         """R-M4: the chips the postings naming this round moved on each account are those its
         facts move: on its bettors' accounts and its table's house account, and none on any

@@ -145,3 +145,43 @@ def test_a_face_down_wild_card_stays_secret_until_its_shoe_is_retired(make_app):
     assert (down["type"], down["data"]["card"]) == ("CardDealt", "hidden")
     shoe = http.ok(http.get(f"/audit/shoes/{down['data']['shoe_id']}"))
     assert shoe["order"][down["data"]["position"]] == "W"
+
+
+def test_a_rounds_postings_are_listed_on_every_account_with_whose_it_is(make_app):
+    # To check one disputed round, an auditor read the whole statement of each bettor and of
+    # the table's house; and a posting naming it on a stranger's account showed only as a
+    # finding of the round check.
+    from ledger.aggregates import ids
+    from ledger.aggregates.account import Account
+    from tests.faults import append_around_the_ledger
+
+    app = make_app()
+    http, values = live_tables(app)
+    _, settled, _ = values["round_id"]
+    state = http.ok(http.get(f"/rounds/{settled}"))
+    postings = http.ok(http.get(f"/audit/rounds/{settled}/postings"))
+    assert {(p["owner"], p["kind"]) for p in postings} == {
+        ("P2", "player"), ("P3", "player"),
+        *{(p["owner"], "house") for p in postings if p["kind"] == "house"}}
+    assert len({p["account_id"] for p in postings if p["kind"] == "house"}) == 1
+    for player in ("P2", "P3"):  # what the statement shows of the round, posting by posting
+        statement = http.ok(http.get(f"/accounts/{player}/entries"))["items"]
+        naming = [{k: e[k] for k in ("version", "type", "data")} for e in statement
+                  if e["data"].get("round_id") == str(settled)]
+        assert [{k: p[k] for k in ("version", "type", "data")} for p in postings
+                if p["owner"] == player] == naming
+        assert sum(p["data"]["available_delta"] + p["data"]["held_delta"] for p in postings
+                   if p["owner"] == player) == state["results"][player]
+    assert sum(p["data"]["available_delta"] for p in postings if p["kind"] == "house") \
+        == state["house_result"]
+    led = app.extensions["pitboss"].ledger()
+    stranger: Any = led.repository.get(ids.account_id("P1"))
+    append_around_the_ledger(led, Account.Posted(  # type: ignore[call-arg]
+        originator_id=stranger.id, originator_version=stranger.version + 1,
+        timestamp=stranger.modified_on, round_id=UUID(str(settled)), held_delta=0,
+        available_delta=5, memo="StakeSettled", actor="dealer", request_id="forged"))
+    (forged,) = [p for p in http.ok(http.get(f"/audit/rounds/{settled}/postings"))
+                 if p["owner"] == "P1"]
+    assert (forged["account_id"], forged["data"]["available_delta"]) == (str(stranger.id), 5)
+    (finding,) = http.ok(http.get(f"/audit/rounds/{settled}/check"))["findings"]
+    assert "P1's account, which has no part in it," in finding

@@ -549,6 +549,7 @@ def test_a_closed_table_starts_no_round(desk):
 @pytest.mark.parametrize("path", [
     "/rounds/{}", "/tables/{}", "/audit/shoes/{}", "/audit/rounds/{}/events",
     "/audit/rounds/{}/replay", "/audit/rounds/{}/check", "/audit/rounds/{}/versions/1",
+    "/audit/rounds/{}/postings",
     "/audit/tables/{}/house", "/audit/tables/{}/events", "/audit/tables/{}/house/entries",
 ])
 def test_an_unknown_id_is_404(http, path):

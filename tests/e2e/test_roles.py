@@ -43,6 +43,7 @@ ROUTE_ROLES: dict[tuple[str, str], set[str]] = {
         AUDIT,
     ("GET", "/audit/rounds/<uuid:round_id>/replay"): AUDIT,
     ("GET", "/audit/rounds/<uuid:round_id>/check"): AUDIT,
+    ("GET", "/audit/rounds/<uuid:round_id>/postings"): AUDIT,
     ("GET", "/audit/shoes/<uuid:shoe_id>"): AUDIT,
     ("GET", "/audit/shoes/<uuid:shoe_id>/verification"): AUDIT,
     ("GET", "/audit/tables/<uuid:table_id>/house"): AUDIT,
