@@ -879,6 +879,16 @@ _STATEMENTS = (
          gap_id uuid;
          gap_version bigint;
        BEGIN
+         -- One-dimensional arrays from 1, as every reading of them below takes them.
+         IF coalesce(array_ndims(ids), 1) <> 1 OR coalesce(array_lower(ids, 1), 1) <> 1
+            OR coalesce(array_ndims(versions), 1) <> 1
+            OR coalesce(array_lower(versions, 1), 1) <> 1
+            OR coalesce(array_ndims(topics), 1) <> 1 OR coalesce(array_lower(topics, 1), 1) <> 1
+            OR coalesce(array_ndims(states), 1) <> 1 OR coalesce(array_lower(states, 1), 1) <> 1
+         THEN
+           RAISE EXCEPTION 'an append takes one-dimensional arrays indexed from 1'
+             USING ERRCODE = 'invalid_parameter_value';
+         END IF;
          PERFORM set_config('lock_timeout', '{lock_timeout_s}s', true);
          -- Held until commit: ids are issued and committed in the same order.
          PERFORM pg_advisory_xact_lock({append_lock});
@@ -901,8 +911,8 @@ _STATEMENTS = (
                 AND NOT (u.n > 1 AND ids[u.n - 1] = u.id AND versions[u.n - 1] = u.version - 1)
           LIMIT 1;
          IF FOUND THEN
-           -- Not found so, it may still follow an event of its aggregate earlier in the
-           -- append (a bulk load in the log's order, aggregates interleaved): each event's
+           -- An event found so may still follow one of its aggregate earlier in the append
+           -- (a bulk load in the log's order, aggregates interleaved): each event's
            -- predecessor in the append, found once for all by lag().
            SELECT u.id, u.version INTO gap_id, gap_version
              FROM (SELECT a.id, a.version,

@@ -557,6 +557,13 @@ def test_an_append_that_would_leave_a_version_gap_is_refused_and_stores_nothing(
                                             topic="test:Gap", state=b"{}")
                                 for o, v in ((third, 1), (originator, 6), (third, 3))])
     assert [e.originator_version for e in recorder.select_events(originator)] == [1, 2, 3, 4, 5]
+    # Arrays indexed from 2 (hand-made SQL): the check reads each event's neighbour by index.
+    function = f"{recorder.qualified_table[:-1]}_insert\""
+    with recorder.datastore.get_connection() as conn, pytest.raises(
+            psycopg.errors.InvalidParameterValue, match="one-dimensional arrays indexed from 1"):
+        conn.execute(f"SELECT * FROM {function}(%s::uuid[], '[2:3]={{1,5}}'::bigint[], "
+                     "'[2:3]={E,E}'::text[], '[2:3]={\\\\x,\\\\x}'::bytea[])",
+                     (f"[2:3]={{{originator},{originator}}}",))
     assert verify_chain(recorder).intact
 
 
