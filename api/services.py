@@ -147,9 +147,9 @@ def prepare_store(env: dict[str, str], shoe_key: bytes | None = None) -> int:
     finally:
         ledger.close()
     if outdated:
-        logger.warning("the event table's insert function is an earlier version's: it does not "
-                       "refuse an event whose version leaves a gap, until a start as the "
-                       "tables' owner replaces it (README: Upgrading)")
+        logger.warning("the event table's insert function is not this version's (one made "
+                       "before 53f6a5e does not refuse an event whose version leaves a gap), "
+                       "until a start as the tables' owner replaces it (README: Upgrading)")
     for index, otherwise in missing.items():
         # Tables an earlier version made, started by a role that makes no index: the checks
         # still answer, slower and (the round check) over the round's own accounts alone.

@@ -1475,9 +1475,9 @@ def test_a_service_started_on_an_earlier_insert_function_says_so(
     with caplog.at_level(logging.WARNING, logger="pitboss.api"):
         prepare_store({**env, "CREATE_TABLE": "no"})
     assert [r.getMessage() for r in caplog.records if r.name == "pitboss.api"] == [
-        "the event table's insert function is an earlier version's: it does not refuse an "
-        "event whose version leaves a gap, until a start as the tables' owner replaces it "
-        "(README: Upgrading)"]
+        "the event table's insert function is not this version's (one made before 53f6a5e "
+        "does not refuse an event whose version leaves a gap), until a start as the tables' "
+        "owner replaces it (README: Upgrading)"]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="pitboss.api"):
         prepare_store(env)  # the owner's start replaces it
