@@ -737,8 +737,9 @@ class PostingSchema(EventSchema):
 
     account_id = fields.UUID(required=True)
     owner = fields.String(required=True, allow_none=True, metadata={
-        "description": "Whose account: the player id, or for a table's house account the name "
-                       "it was opened under; null for an id no account was opened as."})
+        "description": "Whose account: the player id, or for a table's house account "
+                       "house: and the table's name as opened (house:T1); null for an id no "
+                       "account was opened as."})
     kind = fields.String(required=True, allow_none=True, metadata={
         "description": "player or house, as the account was opened; null as for owner."})
 

@@ -768,9 +768,8 @@ class GameLedger(Application[UUID]):
         with the account it is on (``owner`` and ``kind`` as opened, None for an id no account
         was opened as), by account, and each account's in order."""
         created, *rest = self._round_events(_uuid(round_id, "round"))
-        accounts = {ids.house_id(created.table_id)} | {
-            ids.account_id(key) for event in rest if isinstance(event, Round.Recorded)
-            for key in movements(event.fact()) if key != HOUSE_KEY}
+        accounts = _round_accounts(created, [e.fact() for e in rest
+                                             if isinstance(e, Round.Recorded)])
         postings = self._postings_naming(created.originator_id, list(accounts))
         opened = {e.originator_id: e for e in self._first_events(
             list({p.originator_id for p in postings})) if isinstance(e, Account.Created)}
@@ -788,9 +787,7 @@ class GameLedger(Application[UUID]):
         other. A posting appended around the ledger shows here, as do a round's events taken
         away with their postings left."""
         expected = net_movements(recorded)
-        keys = {ids.account_id(k): k for fact in recorded for k in movements(fact)
-                if k != HOUSE_KEY}
-        keys[ids.house_id(created.table_id)] = HOUSE_KEY
+        keys = _round_accounts(created, recorded)
         moved = dict.fromkeys(keys, Movement(0, 0))  # chips back to nothing included
         for event in self._postings_naming(created.originator_id, list(keys)):
             held, available = moved.get(event.originator_id, Movement(0, 0))
@@ -1593,6 +1590,15 @@ def _memo(facts: Sequence[f.Fact]) -> str:
     kinds = ", ".join(dict.fromkeys(type(x).__name__ for x in facts))
     return kinds + "".join(f"; reason: {x.reason}" for x in facts
                            if isinstance(x, f.RoundVoided | f.RulingRecorded))
+
+
+def _round_accounts(created: Any, recorded: list[f.Fact]) -> dict[UUID, str]:
+    """The accounts a round's facts move chips on, by id: each bettor's (its key, the player)
+    and its table's house account (``HOUSE_KEY``)."""
+    keys = {ids.account_id(k): k for fact in recorded for k in movements(fact)
+            if k != HOUSE_KEY}
+    keys[ids.house_id(created.table_id)] = HOUSE_KEY
+    return keys
 
 
 def _describe(event: Any, hide: bool = False) -> dict[str, Any]:
