@@ -527,12 +527,6 @@ def _postgres_system_user() -> str | None:
     return _PGSERVER_SYSTEM_USER if hasattr(os, "geteuid") and os.geteuid() == 0 else None
 
 
-def embedded_program(name: str) -> Path:
-    """A program of the embedded PostgreSQL's installation (``pg_dump``, ``pg_restore``,
-    ``psql``), for a machine without PostgreSQL's own."""
-    return Path(_import_pgserver().__file__).parent / "pginstall" / "bin" / name
-
-
 def _import_pgserver() -> Any:  # pgserver carries no annotations
     with _quiet_runtime_dir_warning():
         import pgserver

@@ -143,13 +143,8 @@ def prepare_store(env: dict[str, str], shoe_key: bytes | None = None) -> int:
         problem = ledger.check_shoe_key() if shoe_key is not None else None
         recorder = ledger.recorder
         missing = recorder.missing_indexes() if isinstance(recorder, LedgerRecorder) else {}
-        outdated = isinstance(recorder, LedgerRecorder) and not recorder.insert_function_current()
     finally:
         ledger.close()
-    if outdated:
-        logger.warning("the event table's insert function is not this version's (one made "
-                       "before 53f6a5e does not refuse an event whose version leaves a gap), "
-                       "until a start as the tables' owner replaces it (README: Upgrading)")
     for index, otherwise in missing.items():
         # Tables an earlier version made, started by a role that makes no index: the checks
         # still answer, slower and (the round check) over the round's own accounts alone.

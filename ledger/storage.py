@@ -18,10 +18,6 @@ guarantees added when it creates its table:
   (``SECURITY DEFINER``): the service role needs ``EXECUTE`` on it and ``SELECT``
   on the table, and no ``INSERT`` at all (``deploy/postgres-roles.sql``), so no
   row can reach the table around the lock or the chain.
-* **No holes.** The insert function refuses, as :class:`VersionGap`, an event whose version
-  does not follow the one before it (stored, or earlier in the same append): a process whose
-  copy of an aggregate is ahead of the store (the database restored under it) would otherwise
-  leave a history that every read of the aggregate fails on.
 * **Tamper-evident.** Each row's ``chain_hash`` (``NOT NULL``) is the SHA-256 of
   the previous row's hash and this row's id, version, topic and state, computed
   by the insert function in notification-id order while it holds the lock.
@@ -73,7 +69,7 @@ from eventsourcing.postgres import (
 from eventsourcing.utils import TopicError, resolve_topic
 from psycopg import Connection, Cursor
 from psycopg.adapt import Dumper
-from psycopg.errors import CheckViolation, LockNotAvailable, QueryCanceled, error_from_result
+from psycopg.errors import LockNotAvailable, QueryCanceled, error_from_result
 from psycopg.generators import execute
 from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 from psycopg.pq.abc import PGresult
@@ -88,10 +84,6 @@ from ledger.sealing import SnapshotSigner
 _log = logging.getLogger("pitboss.ledger")
 
 GENESIS = b"\x00" * 32
-# The insert function's refusal of a version that does not follow the one before it (its
-# SQLSTATE is check_violation), two placeholders: the version, the aggregate's id.
-VERSION_GAP = ("version % of % does not follow the version before it, stored or earlier in the "
-               "same append")
 HEAD_PATTERN = r"[0-9a-f]{64}"  # a link as the audit reports and takes it: SHA-256 in hex
 CHAIN_PAGE_ROWS = 5000  # read per query while walking the chain
 # Rows one request of the audit API walks: by default, and at most.
@@ -153,12 +145,6 @@ class MayHaveBeenAppended(IntegrityError):
     committed them, or another request the same events."""
 
 
-class VersionGap(IntegrityError):
-    """An append refused by the insert function: an event's version does not follow one
-    stored or appended with it. The writer's copy of that aggregate is ahead of the store
-    (the database restored under a running process)."""
-
-
 def _retried(statement: Callable[_P, _R]) -> Callable[_P, _R]:
     """``statement`` tried again on a connection that broke, but not after a wait ran out (for
     a connection from the pool, too many requests waiting, for a lock, or the statement's own
@@ -171,7 +157,7 @@ def _retried(statement: Callable[_P, _R]) -> Callable[_P, _R]:
             try:
                 return statement(*args, **kwargs)
             except IntegrityError as error:
-                if attempt > 1 and not isinstance(error, VersionGap):
+                if attempt > 1:
                     raise MayHaveBeenAppended(*error.args) from error
                 raise
             except (InterfaceError, OperationalError) as error:
@@ -323,7 +309,6 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             "lock_timeout_s": str(int(datastore.lock_timeout)),
             "append_lock": str(append_lock_key(datastore.schema, events_table_name)),
             "genesis": GENESIS.hex(),
-            "gap_message": literal(VERSION_GAP),
             "table_regclass": literal(qualified),
             "index": quote(self.notification_id_index_name),
             "index_regclass": literal(f"{quote(datastore.schema)}."
@@ -349,12 +334,9 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
             raise RuntimeError("the event store library no longer creates its notification "
                                "index as this version expects: review LedgerRecorder")
         self.sql_create_statements.remove(library_index[0])
-        formatted = [statement.format(**names) for statement in _STATEMENTS]
-        self.sql_create_statements.extend(_Statement(text) for text in formatted)
-        # The insert function as this version makes it: its signature, and its body.
-        made = f"CREATE OR REPLACE FUNCTION {names['schema']}.{names['insert']}("
-        self._insert_signature = f"{names['schema']}.{names['insert']}({_INSERT_ARGUMENTS})"
-        self._insert_source = next(t for t in formatted if t.startswith(made)).split("$$")[1]
+        for statement in _STATEMENTS:
+            self.sql_create_statements.append(
+                _Statement(statement.format(**names)))
         self._appenders = _Appenders(datastore)
         self._indexes = indexes
         self._index_marks = marks
@@ -371,14 +353,8 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
         if not stored_events:
             return []
         params = _insert_parameters(stored_events)
-        try:
-            with self._appenders.connection() as conn:
-                return self._append(conn, params)
-        except IntegrityError as error:
-            refused = error.__cause__
-            if isinstance(refused, CheckViolation):
-                raise VersionGap(refused.diag.message_primary or str(error)) from refused
-            raise
+        with self._appenders.connection() as conn:
+            return self._append(conn, params)
 
     def has_index(self, name: str) -> bool:
         """Whether the event table has its index ``name`` (of ``_INDEXES``) as this version
@@ -390,15 +366,6 @@ class LedgerRecorder(_CreatesTablesOneAtATime, PostgresApplicationRecorder):
         )[0]["found"]:
             self._indexes_found.add(name)
         return name in self._indexes_found
-
-    def insert_function_current(self) -> bool:
-        """Whether the insert function is this version's (an earlier version's, which does not
-        refuse a version gap, is replaced by the owner's start; the service role's makes
-        nothing)."""
-        return bool(_fetched(self, "SELECT prosrc = %s AS current FROM pg_proc WHERE oid = "
-                                   "to_regprocedure(%s)",
-                             (self._insert_source, self._insert_signature)) == [
-            {"current": True}])
 
     def missing_indexes(self) -> dict[str, str]:
         """This version's indexes the event table does not have yet: each one's qualified name
@@ -835,7 +802,6 @@ def _posting_round() -> str:
 
 POSTING_ROUND = _posting_round()
 
-_INSERT_ARGUMENTS = "uuid[], bigint[], text[], bytea[]"  # the insert function's, by type
 _STATEMENTS = (
     # Guarded, not IF NOT EXISTS, like the ALTER TABLEs below.
     """DO $$ BEGIN
@@ -876,61 +842,11 @@ _STATEMENTS = (
          chain bytea;
          hashes bytea[];
          topic_bytes bytea;
-         gap_id uuid;
-         gap_version bigint;
        BEGIN
-         -- One-dimensional arrays from 1, as every reading of them below takes them.
-         IF coalesce(array_ndims(ids), 1) <> 1 OR coalesce(array_lower(ids, 1), 1) <> 1
-            OR coalesce(array_ndims(versions), 1) <> 1
-            OR coalesce(array_lower(versions, 1), 1) <> 1
-            OR coalesce(array_ndims(topics), 1) <> 1 OR coalesce(array_lower(topics, 1), 1) <> 1
-            OR coalesce(array_ndims(states), 1) <> 1 OR coalesce(array_lower(states, 1), 1) <> 1
-         THEN
-           RAISE EXCEPTION 'an append takes one-dimensional arrays indexed from 1'
-             USING ERRCODE = 'invalid_parameter_value';
-         END IF;
          PERFORM set_config('lock_timeout', '{lock_timeout_s}s', true);
          -- Held until commit: ids are issued and committed in the same order.
          PERFORM pg_advisory_xact_lock({append_lock});
          NOTIFY {channel};
-         -- Each version follows the one before it, stored or earlier in this append. A
-         -- writer whose copy is ahead of the store (restored under it) would leave a hole
-         -- every read of the aggregate fails on. (A version stored already fails on the
-         -- primary key.) A save's events come each just after the one before it; the others
-         -- are looked up in the table, a probe of the primary key each (the LIMIT keeps it
-         -- from becoming a join over the table).
-         SELECT u.id, u.version INTO gap_id, gap_version
-           FROM unnest(ids, versions) WITH ORDINALITY AS u(id, version, n)
-           LEFT JOIN LATERAL (
-             SELECT true AS found FROM {schema}.{table} t
-              WHERE u.version > 1
-                AND NOT (u.n > 1 AND ids[u.n - 1] = u.id AND versions[u.n - 1] = u.version - 1)
-                AND t.originator_id = u.id AND t.originator_version = u.version - 1
-              LIMIT 1) AS stored ON true
-          WHERE u.version < 1 OR u.version > 1 AND stored.found IS NULL
-                AND NOT (u.n > 1 AND ids[u.n - 1] = u.id AND versions[u.n - 1] = u.version - 1)
-          LIMIT 1;
-         IF FOUND THEN
-           -- An event found so may still follow one of its aggregate earlier in the append
-           -- (a bulk load in the log's order, aggregates interleaved): each event's
-           -- predecessor in the append, found once for all by lag().
-           SELECT u.id, u.version INTO gap_id, gap_version
-             FROM (SELECT a.id, a.version,
-                          lag(a.version) OVER (PARTITION BY a.id ORDER BY a.n) AS before
-                     FROM unnest(ids, versions) WITH ORDINALITY AS a(id, version, n)) AS u
-             LEFT JOIN LATERAL (
-               SELECT true AS found FROM {schema}.{table} t
-                WHERE u.before IS NULL AND u.version > 1
-                  AND t.originator_id = u.id AND t.originator_version = u.version - 1
-                LIMIT 1) AS stored ON true
-            WHERE u.version < 1 OR u.version > 1 AND u.before IS DISTINCT FROM u.version - 1
-                  AND stored.found IS NULL
-            LIMIT 1;
-           IF FOUND THEN
-             RAISE EXCEPTION {gap_message}, gap_version, gap_id
-               USING ERRCODE = 'check_violation';
-           END IF;
-         END IF;
          SELECT t.chain_hash INTO chain FROM {schema}.{table} t
            ORDER BY t.notification_id DESC LIMIT 1;
          chain := coalesce(chain, '\\x{genesis}'::bytea);
@@ -951,7 +867,7 @@ _STATEMENTS = (
            RETURNING t.notification_id;
        END $$""",
     # It runs with its owner's rights: only roles granted EXECUTE may append.
-    "REVOKE ALL ON FUNCTION {schema}.{insert}(" + _INSERT_ARGUMENTS + ") FROM PUBLIC",
+    "REVOKE ALL ON FUNCTION {schema}.{insert}(uuid[], bigint[], text[], bytea[]) FROM PUBLIC",
     *(_index(name, made.definition) for name, made in _INDEX_DEFINITIONS.items()),
     *("DO $$ BEGIN IF to_regclass({retired_" + name + "}) IS NOT NULL THEN EXECUTE "
       "'DROP INDEX ' || to_regclass({retired_" + name + "}); END IF; END $$"

@@ -39,11 +39,6 @@ class WorkingSet:
         with self._lock:
             return self._items.pop(aggregate_id, None)
 
-    def clear(self) -> None:
-        """Hold nothing (the store was found behind a copy held)."""
-        with self._lock:
-            self._items.clear()
-
     def give(self, aggregate: Aggregate) -> None:
         """Keep ``aggregate`` unless a newer version of it came back meanwhile."""
         self.give_all((aggregate,))

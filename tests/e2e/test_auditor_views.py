@@ -155,10 +155,12 @@ def test_a_rounds_postings_are_listed_on_every_account_with_whose_it_is(make_app
     from ledger.aggregates.account import Account
     from tests.faults import append_around_the_ledger
 
-    app = make_app()
+    # P2 and P3 stand on 17 and lose to the dealer's 18: the house takes 20.
+    app = make_app(SteeredShuffle(f"TS {HOLE} 8D 7C {NEXT}", f"TS TH TD 7S 7C 8D {NEXT}"))
     http, values = live_tables(app)
     _, settled, _ = values["round_id"]
     state = http.ok(http.get(f"/rounds/{settled}"))
+    assert (state["results"], state["house_result"]) == ({"P2": -10, "P3": -10}, 20)
     postings = http.ok(http.get(f"/audit/rounds/{settled}/postings"))
     assert {(p["owner"], p["kind"]) for p in postings} == {
         ("P2", "player"), ("P3", "player"), ("house:C", "house")}

@@ -10,13 +10,10 @@ connection.
 from __future__ import annotations
 
 import contextlib
-import logging
-import subprocess
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from itertools import count
-from pathlib import Path
 from typing import Any, cast
 from uuid import UUID, uuid4
 
@@ -25,8 +22,6 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 from psycopg_pool import PoolTimeout
 
-from api.database import DatabaseSettings, embedded_program
-from ledger.aggregates import ids
 from ledger.aggregates.account import Account
 from ledger.aggregates.round import Round
 from ledger.application import GameLedger
@@ -34,7 +29,7 @@ from ledger.errors import Conflict, InsufficientChips, StaleVersion
 from ledger.rules import CASINO, TableLimits
 from ledger.sealing import ShoeSealer
 from ledger.shoe import deal_size
-from ledger.storage import LedgerRecorder, VersionGap, chain_head, verify_chain
+from ledger.storage import LedgerRecorder, chain_head, verify_chain
 from tests.scripted import SteeredShuffle
 
 NewEnv = Callable[[], dict[str, str]]
@@ -521,106 +516,4 @@ def test_an_append_larger_than_the_sockets_buffers_is_sent_whole(ledgers: Ledger
     assert ids is not None
     assert len(ids) == events
     assert [e.state for e in recorder.select_events(originator)] == [state] * events
-    assert verify_chain(recorder).intact
-
-
-def test_an_append_that_would_leave_a_version_gap_is_refused_and_stores_nothing(
-        ledgers: Ledgers) -> None:
-    # Each version follows the one before it, stored or in the same append: a copy ahead of
-    # the store (a restore under a running process) would leave a hole every read fails on.
-    recorder = ledgers().recorder
-    assert isinstance(recorder, LedgerRecorder)
-    originator = uuid4()
-
-    def append(*versions: int) -> Sequence[int] | None:
-        return recorder.insert_events([StoredEvent(
-            originator_id=originator, originator_version=v, topic="test:Gap", state=b"{}")
-            for v in versions])
-
-    before = recorder.max_notification_id()
-    for versions in ((2,), (0,), (1, 3), (-1, 1), (2, 1)):
-        with pytest.raises(VersionGap, match=f"of {originator} does not follow the version"):
-            append(*versions)
-    assert recorder.max_notification_id() == before
-    assert list(recorder.select_events(originator)) == []
-    append(1, 2)
-    other = uuid4()  # a bulk load, in the log's order: each version after the one before
-    recorder.insert_events([StoredEvent(originator_id=o, originator_version=v, topic="test:Gap",
-                                        state=b"{}") for o, v in ((other, 1), (originator, 3),
-                                                                  (other, 2), (originator, 4))])
-    append(5)
-    with pytest.raises(VersionGap, match=f"version 7 of {originator}"):
-        append(7)
-    third = uuid4()  # interleaved, with a hole: 3 follows 1
-    with pytest.raises(VersionGap, match=f"version 3 of {third}"):
-        recorder.insert_events([StoredEvent(originator_id=o, originator_version=v,
-                                            topic="test:Gap", state=b"{}")
-                                for o, v in ((third, 1), (originator, 6), (third, 3))])
-    assert [e.originator_version for e in recorder.select_events(originator)] == [1, 2, 3, 4, 5]
-    # Arrays indexed from 2 (hand-made SQL): the check reads each event's neighbour by index.
-    function = f"{recorder.qualified_table[:-1]}_insert\""
-    with recorder.datastore.get_connection() as conn, pytest.raises(
-            psycopg.errors.InvalidParameterValue, match="one-dimensional arrays indexed from 1"):
-        conn.execute(f"SELECT * FROM {function}(%s::uuid[], '[2:3]={{1,5}}'::bigint[], "
-                     "'[2:3]={E,E}'::text[], '[2:3]={\\\\x,\\\\x}'::bytea[])",
-                     (f"[2:3]={{{originator},{originator}}}",))
-    assert verify_chain(recorder).intact
-
-
-def test_a_copy_ahead_of_the_store_is_dropped_and_read_again(
-        ledgers: Ledgers, caplog: pytest.LogCaptureFixture) -> None:
-    # A process's copy of an account one buy-in ahead of the record, as after a restore of
-    # the database under it: its next save is refused whole, its copies are dropped, and the
-    # request is decided again on the record as stored.
-    app = ledgers()
-    app.open_account(rid(), "cashier", "P1")
-    app.buy_in(rid(), "cashier", "P1", 100)
-    account_id = ids.account_id("P1")
-    held = app._working.take(account_id)
-    assert isinstance(held, Account)
-    held.buy_in(1000, "cashier", "lost-in-the-restore", held.modified_on)
-    held.collect_events()
-    app._working.give(held)
-    with caplog.at_level(logging.WARNING, "pitboss.ledger"):
-        app.buy_in(rid(), "cashier", "P1", 5)
-    assert [r.getMessage() for r in caplog.records] == [
-        f"version 4 of {account_id} does not follow the version before it, stored or earlier "
-        "in the same append; the store is behind this process's copy, so every "
-        "copy it holds is dropped and read again"]
-    assert app.balance("P1")["available"] == 105
-    stored = [e.originator_version for e in app.recorder.select_events(account_id)]
-    assert stored == list(range(1, len(stored) + 1))
-
-
-def test_a_process_left_running_through_a_restore_decides_on_the_record_restored(
-        ledgers: Ledgers, database: DatabaseSettings, tmp_path: Path,
-        caplog: pytest.LogCaptureFixture) -> None:
-    # The database restored from a dump under a running process, whose copies of a round
-    # and an account are ahead of the record: its next command on the round was a 409
-    # ("another request changed this first") and, before the insert function refused a gap,
-    # its buy-in was stored as the account's version 4 after a restored version 2.
-    app = ledgers(randbelow=SteeredShuffle("5S TH 7D 6S 9C 4H 8C TS"))
-    _, r = dealt_round(app)
-    recorder = app.recorder
-    assert isinstance(recorder, LedgerRecorder)
-    schema, dump = recorder.datastore.schema, tmp_path / "ledger.dump"
-    subprocess.run([embedded_program("pg_dump"), "-Fc", "-n", schema, "-f", str(dump),
-                    "-d", database.conninfo()], check=True, capture_output=True)
-    app.hit(rid(), "dealer", r, "P1", 1, 0)  # lost in the restore, as the buy-in
-    app.buy_in(rid(), "cashier", "P1", 500)
-    subprocess.run([embedded_program("pg_restore"), "--clean", "--if-exists",
-                    "--single-transaction", "-d", database.conninfo(), str(dump)],
-                   check=True, capture_output=True)
-    with caplog.at_level(logging.WARNING, "pitboss.ledger"):
-        app.stand(rid(), "dealer", r, "P1", 1, 0)  # decided on the round as restored
-    (warned,) = caplog.records
-    assert f"of {r} does not follow the version before it" in warned.getMessage()
-    app.buy_in(rid(), "cashier", "P1", 5)
-    stand_and_settle(app, r)
-    fresh = ledgers()
-    assert fresh.round_state(r)["boxes"][0]["hands"][0]["cards"] == ["5S", "6S"]  # no hit
-    assert fresh.check_round(r) == []
-    assert fresh.balance("P1") == app.balance("P1")
-    # P1 stood on 11 and lost 10 to the dealer's 7, 4, 8; P2's 19 pushed. The 500 is gone.
-    assert [fresh.balance(p)["total"] for p in ("P1", "P2")] == [1000 - 10 + 5, 1000]
     assert verify_chain(recorder).intact
