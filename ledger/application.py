@@ -113,7 +113,6 @@ from ledger.storage import (
     LedgerRecorder,
     MayHaveBeenAppended,
     SnapshotRecorder,
-    VersionGap,
     first_events,
     newest_without,
     postings_that_may_name,
@@ -1101,17 +1100,8 @@ class GameLedger(Application[UUID]):
                                          fingerprint, result, actor)
                 try:
                     self._save(touched, receipt)
-                except IntegrityError as error:
-                    behind = isinstance(error, VersionGap)
-                    if behind:
-                        # The store is behind a copy this process holds (restored under it):
-                        # any copy may be, so none is kept, and the request is decided again
-                        # on the record (the guard's version there is behind, not moved on).
-                        _log.warning("%s; the store is behind this process's copy, so every "
-                                     "copy it holds is dropped and read again", error)
-                        self._working.clear()
-                        tried.kept = []
-                    overtaken = None if behind else self._overtaken(guard, loaded, seen)
+                except IntegrityError:
+                    overtaken = self._overtaken(guard, loaded, seen)
                     answered = self._answer(receipt_id, request_id, fingerprint, actor)
                     if answered is not None:  # looked for after the guard, as above
                         self._local.repeated = True

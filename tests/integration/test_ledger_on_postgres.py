@@ -1456,35 +1456,6 @@ def test_a_service_started_without_its_indexes_says_so(
     assert not [r for r in caplog.records if r.name == "pitboss.api"]
 
 
-def test_a_service_started_on_an_earlier_insert_function_says_so(
-        ledgers: Callable[..., GameLedger], env: dict[str, str], database: DatabaseSettings,
-        caplog: pytest.LogCaptureFixture) -> None:
-    # An upgrade started as the service role, before the owner's start: appends went on
-    # through the earlier function, which stored a version gap, and nothing said so.
-    from api.services import prepare_store
-
-    recorder = ledgers().recorder
-    assert isinstance(recorder, LedgerRecorder)
-    assert recorder.insert_function_current()
-    function = f'"{env["POSTGRES_SCHEMA"]}"."{recorder.events_table_name}_insert"'
-    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
-        (made,) = conn.execute("SELECT pg_get_functiondef(%s::regprocedure)", (
-            f"{function}(uuid[], bigint[], text[], bytea[])",)).fetchone() or (None,)
-        conn.execute(re.sub(r"-- Each version follows.*?\n {9}END IF;\n", "", made, flags=re.S))
-    assert not recorder.insert_function_current()
-    with caplog.at_level(logging.WARNING, logger="pitboss.api"):
-        prepare_store({**env, "CREATE_TABLE": "no"})
-    assert [r.getMessage() for r in caplog.records if r.name == "pitboss.api"] == [
-        "the event table's insert function is not this version's (one made before 53f6a5e "
-        "does not refuse an event whose version leaves a gap), until a start as the tables' "
-        "owner replaces it (README: Upgrading)"]
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="pitboss.api"):
-        prepare_store(env)  # the owner's start replaces it
-    assert not [r for r in caplog.records if r.name == "pitboss.api"]
-    assert recorder.insert_function_current()
-
-
 @pytest.mark.parametrize("earlier", ["none", "defined otherwise"])
 def test_until_the_owner_makes_the_index_of_postings_by_round_a_check_reads_its_accounts(
         ledgers: Callable[..., GameLedger], env: dict[str, str],
