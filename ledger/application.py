@@ -1321,6 +1321,8 @@ class GameLedger(Application[UUID]):
         record = self._get(ShoeRecord, shoe_id, "shoe", fresh=True)  # read, not written
         if record.retired:
             return "already retired"
+        if record.position >= record.size:  # past the cut card, to the last (R-H4)
+            return "every card dealt"
         if record.cut_card_out:
             return "cut card reached"
         left = record.cut - record.position

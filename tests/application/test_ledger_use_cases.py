@@ -788,3 +788,47 @@ def test_rule_changes_naming_different_limits_keep_both(make_ledger: MakeLedger)
     after = app.table(table)
     assert after["version"] == version
     assert (after["limits"]["table_min"], after["limits"]["table_max"]) == (20, 2000)
+
+
+def test_a_shoe_that_ran_out_mid_round_is_retired_as_such(make_ledger: MakeLedger) -> None:
+    # One deck cut at 46, one box. Ten rounds take 4 cards each (the player stands on two,
+    # the dealer draws one to 17 or 18); the eleventh deals A, 3, A and takes 9 hits, the
+    # last card on 21, and the dealer's draw finds the shoe empty: the round is voided (R-H4).
+    # The shoe was retired as "cut card reached", as if it had ended between rounds.
+    suits = {rank: [rank + s for s in "SHDC"] for rank in "A23456789T"}
+    tens = [rank + s for rank in "TJQK" for s in "SHDC"]
+
+    def cards(ranks: str) -> list[str]:
+        return [tens.pop() if r == "T" else suits[r].pop() for r in ranks]
+
+    order = [c for p, d in (("TT", "T7"), ("TT", "T7"), ("TT", "T7"), ("45", "T7"),
+                            ("45", "T8"), ("45", "T8"), ("45", "T8"), ("66", "T8"),
+                            ("66", "T9"), ("99", "T9"))
+             for c in (lambda pc, dc: [pc[0], dc[0], pc[1], dc[1]])(cards(p), cards(d))]
+    order += cards("A3A") + cards("AA2222333")
+    assert len(set(order)) == 52
+    rules = CASINO.evolve(name="one deck, one box", decks=1, penetration_percent=90,
+                          min_boxes_lone_player=1)
+    app = make_ledger(SteeredShuffle(" ".join(order)))
+    desk = Desk(app, players=("P1",))
+    table = app.open_table(desk.rid(), "boss", "one box", rules, TableLimits(boxes=1))
+    for _ in range(10):
+        r = app.start_round(desk.rid(), "dealer", table)
+        desk.do("place_stake", r, "P1", 1, 10)
+        desk.do("deal", r)
+        desk.do("stand", r, "P1", 1, 0)
+        desk.do("play_dealer", r)
+        desk.do("settle", r)
+    shoe = app.table(table)["shoe_id"]
+    r = app.start_round(desk.rid(), "dealer", table)
+    desk.do("place_stake", r, "P1", 1, 10)
+    desk.do("deal", r)
+    for _ in range(9):
+        desk.do("hit", r, "P1", 1, 0)
+    if app.round_state(r)["phase"] == "playing":
+        desk.do("play_dealer", r)
+    assert app.round_state(r)["phase"] == "voided"
+    assert app.shoe(UUID(shoe))["position"] == 52
+    app.start_round(desk.rid(), "dealer", table)
+    retired = app.shoe(UUID(shoe))
+    assert retired["retired_reason"] == "every card dealt"
