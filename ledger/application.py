@@ -771,7 +771,8 @@ class GameLedger(Application[UUID]):
                                              if isinstance(e, Round.Recorded)])
         postings = self._postings_naming(created.originator_id, list(accounts))
         opened = {e.originator_id: e for e in self._first_events(
-            list({p.originator_id for p in postings})) if isinstance(e, Account.Created)}
+            list({p.originator_id for p in postings}), own=list(accounts))
+            if isinstance(e, Account.Created)}
         items = []
         for posting in postings:
             account = opened.get(posting.originator_id)
@@ -822,13 +823,17 @@ class GameLedger(Application[UUID]):
         """The first stored event of ``originator_id``, as its kind (None if it has none)."""
         return next(iter(self.events.get(originator_id, limit=1)), None)
 
-    def _first_events(self, originator_ids: list[UUID]) -> list[Any]:
+    def _first_events(self, originator_ids: list[UUID],
+                      own: list[UUID] | None = None) -> list[Any]:
         """The first event of each of ``originator_ids`` that has one (on PostgreSQL, in one
-        query)."""
+        query); given ``own``, one that does not decode, of an id not in it, is passed over
+        (:meth:`_decoded`)."""
         recorder = self.recorder
         stored = (first_events(recorder, originator_ids) if isinstance(recorder, LedgerRecorder)
                   else [s for i in originator_ids for s in recorder.select_events(i, limit=1)])
-        return [self.mapper.to_domain_event(s) for s in stored]
+        if own is None:
+            return [self.mapper.to_domain_event(s) for s in stored]
+        return [e for e in (self._decoded(s, own) for s in stored) if e is not None]
 
     def _postings_naming(self, round_id: UUID, account_ids: list[UUID]) -> list[Any]:
         """The postings that name round ``round_id`` on ``account_ids``, and on PostgreSQL on

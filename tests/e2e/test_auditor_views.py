@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from flask import Flask
 
@@ -151,6 +151,8 @@ def test_a_rounds_postings_are_listed_on_every_account_with_whose_it_is(make_app
     # To check one disputed round, an auditor read the whole statement of each bettor and of
     # the table's house; and a posting naming it on a stranger's account showed only as a
     # finding of the round check.
+    from eventsourcing.persistence import StoredEvent
+
     from ledger.aggregates import ids
     from ledger.aggregates.account import Account
     from tests.faults import append_around_the_ledger
@@ -185,3 +187,16 @@ def test_a_rounds_postings_are_listed_on_every_account_with_whose_it_is(make_app
     assert (forged["account_id"], forged["data"]["available_delta"]) == (str(stranger.id), 5)
     (finding,) = http.ok(http.get(f"/audit/rounds/{settled}/check"))["findings"]
     assert "P1's account, which has no part in it," in finding
+    # An account whose opening does not decode (written around the ledger): listed, its
+    # owner unknown, where the route answered a 500.
+    nowhere = uuid4()
+    append_around_the_ledger(led, StoredEvent(
+        originator_id=nowhere, originator_version=1, topic=Account.Created.TOPIC, state=b"{}"),
+        Account.Posted(  # type: ignore[call-arg]
+            originator_id=nowhere, originator_version=2, timestamp=stranger.modified_on,
+            round_id=UUID(str(settled)), held_delta=0, available_delta=7, memo="StakeSettled",
+            actor="dealer", request_id="forged-2"))
+    (unknown,) = [p for p in http.ok(http.get(f"/audit/rounds/{settled}/postings"))
+                  if p["account_id"] == str(nowhere)]
+    assert (unknown["owner"], unknown["kind"], unknown["data"]["available_delta"]) == (
+        None, None, 7)
