@@ -773,9 +773,10 @@ class ShoeSchema(Out):
     retired_at = fields.String(metadata={"format": "date-time",
                                          "description": "Only once retired."})
     retired_reason = fields.String(metadata={
-        "description": "Why it was retired (R-H4): the cut card came out, the table closed or "
-                       "took rules for another shoe, or too few cards were left for a deal. "
-                       "Only once retired."})
+        "description": "Why it was retired (R-H4): the cut card came out, every card was "
+                       "dealt (the last card drawn, or the shoe ran out mid-round), the table "
+                       "closed or took rules for another shoe, or too few cards were left for a "
+                       "deal. Only once retired."})
     order = fields.List(fields.String(), metadata={"description": "Only once retired."})
     salt = fields.String(metadata={"description": "Only once retired."})
     verified = fields.Boolean(metadata={"description": "Only once retired."})
