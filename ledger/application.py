@@ -767,11 +767,11 @@ class GameLedger(Application[UUID]):
         with the account it is on (``owner`` and ``kind`` as opened, None for an id no account
         was opened as), by account, and each account's in order."""
         created, *rest = self._round_events(_uuid(round_id, "round"))
-        accounts = _round_accounts(created, [e.fact() for e in rest
-                                             if isinstance(e, Round.Recorded)])
-        postings = self._postings_naming(created.originator_id, list(accounts))
+        own = list(_round_accounts(created, [e.fact() for e in rest
+                                             if isinstance(e, Round.Recorded)]))
+        postings = self._postings_naming(created.originator_id, own)
         opened = {e.originator_id: e for e in self._first_events(
-            list({p.originator_id for p in postings}), own=list(accounts))
+            list({p.originator_id for p in postings}), own=own)
             if isinstance(e, Account.Created)}
         items = []
         for posting in postings:
@@ -864,9 +864,9 @@ class GameLedger(Application[UUID]):
         except InvariantBroken:
             if stored.originator_id in own:
                 raise
-            _log.warning("an event that does not decode, %s v%d (%s), is passed over by the "
-                         "round check", stored.originator_id, stored.originator_version,
-                         stored.topic)
+            _log.warning("an event that does not decode, %s v%d (%s), off the round's "
+                         "accounts, is passed over where the postings naming a round are read",
+                         stored.originator_id, stored.originator_version, stored.topic)
             return None
 
     def balance(self, player: str) -> dict[str, Any]:
@@ -1165,8 +1165,9 @@ class GameLedger(Application[UUID]):
         try:
             self.snapshots.put([type(a).Snapshot.take(a) for a in due])
         except MayHaveBeenAppended:
-            pass  # written by a try whose answer was lost with its connection (or by another
-            # process, of the same version of the same events)
+            # Written by a try whose answer was lost with its connection (or by another
+            # process, of the same version of the same events): nothing was missed.
+            pass
         except PersistenceError:
             _log.warning("the snapshot of %s was not written; its events are read instead",
                          ", ".join(f"{a.id} at version {a.version}" for a in due),
