@@ -739,7 +739,7 @@ class PostingSchema(EventSchema):
     owner = fields.String(required=True, allow_none=True, metadata={
         "description": "Whose account: the player id, or for a table's house account "
                        "house: and the table's name as opened (house:T1); null for an id no "
-                       "account was opened as."})
+                       "account was opened as, or whose opening does not decode."})
     kind = fields.String(required=True, allow_none=True, metadata={
         "description": "player or house, as the account was opened; null as for owner."})
 
