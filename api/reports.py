@@ -24,6 +24,7 @@ from projections.settings import (
     DAY_MAX,
     DAY_MIN,
     DAY_RANGE_MAX_DAYS,
+    DAY_ROUNDS_PAGE_MAX,
     HOUSE_PAGE_MAX,
     ROUNDS_PAGE_MAX,
 )
@@ -110,6 +111,13 @@ class DayRangeQuerySchema(Schema):
             if (high - low).days + 1 > DAY_RANGE_MAX_DAYS:
                 raise ValidationError(f"A report covers at most {DAY_RANGE_MAX_DAYS} days.",
                                       "to")
+
+
+class DayRoundsQuerySchema(Schema):
+    day = fields.Date(required=True, validate=_days, metadata={
+        "description": "The gaming day, e.g. 2025-03-01."})
+    limit = page_limit(100, DAY_ROUNDS_PAGE_MAX)
+    cursor = _cursor()
 
 
 # The report figures, in minor units (projections/amounts.py sums them).
@@ -245,6 +253,64 @@ class TableDaySchema(Out):
     open_rounds_at_day_end = fields.Integer(required=True)
 
 
+class DayFiguresSchema(Out):
+    rounds_played = fields.Integer(required=True)
+    rounds_settled = fields.Integer(required=True)
+    rounds_voided = fields.Integer(required=True)
+    rulings = fields.Integer(required=True)
+    staked = fields.Integer(required=True)
+    paid_out = fields.Integer(required=True)
+    house_win = fields.Integer(required=True)
+    held_delta = fields.Integer(required=True, metadata={
+        "description": "Chips the table's rounds held more at the day's end than at its start: "
+                       "staked - paid_out - house_win."})
+
+
+class DayRoundSchema(Out):
+    round_id = fields.String(required=True, metadata={"format": "uuid"})
+    round_no = fields.Integer(required=True, allow_none=True, metadata={
+        "description": "Null until the round index has read the round."})
+    started_at = fields.String(required=True, allow_none=True, metadata={
+        "format": "date-time", "description": "Null until the round index has read the round."})
+    started = fields.Boolean(required=True, metadata={
+        "description": "The round started on this day (counted in rounds_played)."})
+    settled = fields.Boolean(required=True)
+    voided = fields.Boolean(required=True)
+    rulings = fields.Integer(required=True, metadata={
+        "description": "Manager's rulings on the round recorded on this day (R-V2)."})
+    staked = fields.Integer(required=True, metadata={"description": STAKED})
+    paid_out = fields.Integer(required=True, metadata={"description": PAID})
+    house_win = fields.Integer(required=True, metadata={"description": HOUSE_RESULT})
+    held_delta = fields.Integer(required=True, metadata={
+        "description": "staked - paid_out - house_win: what the round held more at the day's "
+                       "end than at its start."})
+    first_notification_id = fields.Integer(required=True, metadata={
+        "description": "The round's first event counted on this day (the list's order)."})
+    last_notification_id = fields.Integer(required=True, metadata={
+        "description": "The round's last event counted on this day so far."})
+
+
+class DayRoundPageSchema(Out):
+    table_id = fields.String(required=True, metadata={"format": "uuid"})
+    table_name = fields.String(required=True, allow_none=True)
+    currency = fields.String(required=True, allow_none=True)
+    gaming_day = fields.String(required=True, metadata={"format": "date"})
+    starts_at = fields.String(required=True, metadata={"format": "date-time"})
+    ends_at = fields.String(required=True, metadata={"format": "date-time"})
+    complete = fields.Boolean(required=True, metadata={
+        "description": "Whether every round the day's figures count is listed, and their sums "
+                       "were checked against the figures (R-M4). False for a day before the "
+                       "reports were upgraded to list rounds, until table_days is rebuilt "
+                       "(pitboss rebuild table_days)."})
+    rounds_listed = fields.Integer(required=True, metadata={
+        "description": "Rounds in the whole list, over all its pages."})
+    figures = fields.Nested(DayFiguresSchema, required=True, metadata={
+        "description": "The day's figures, as the table/day report counts them: the sums of "
+                       "the listed rounds'."})
+    items = fields.List(fields.Nested(DayRoundSchema), required=True)
+    next_cursor = fields.String(required=True, allow_none=True)
+
+
 class PositionSchema(Out):
     projection = fields.String(required=True)
     position = fields.Integer(required=True)
@@ -306,6 +372,19 @@ def table_day_report(query: dict[str, Any], table_id: UUID) -> list[dict[str, An
     """The table's figures per gaming day: rounds, stakes, payouts, the house's win."""
     result: list[dict[str, Any]] = services().read_models().table_day_report(
         table_id, query["day_from"], query["day_to"])
+    return result
+
+
+@blp.route("/tables/<uuid:table_id>/report/rounds", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.arguments(DayRoundsQuerySchema(), location="query", unknown="raise")
+@blp.response(200, DayRoundPageSchema)
+def table_day_rounds(query: dict[str, Any], table_id: UUID) -> dict[str, Any]:
+    """The rounds behind one gaming day of the table's report, each with what the day's
+    figures count of it: a round started the day before, or ruled on later, is listed on each
+    day it counts on. The figures are the sums of the rounds' (checked on every page). In the
+    order first counted on the day; a page at a time (pass next_cursor as cursor)."""
+    result: dict[str, Any] = services().read_models().table_day_rounds(table_id, **query)
     return result
 
 

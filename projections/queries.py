@@ -54,6 +54,7 @@ from projections.settings import (
     DAY_MAX,
     DAY_MIN,
     DAY_RANGE_MAX_DAYS,
+    DAY_ROUNDS_PAGE_MAX,
     HOUSE_PAGE_MAX,
     ROUNDS_PAGE_MAX,
     GamingDay,
@@ -322,15 +323,9 @@ class ReadModels:
         table had activity or was open: a day it was open without any is a "no activity" row,
         claimed only for time the view has read (its lag: :meth:`positions`).
         Held chips and open rounds are as at the end of each gaming day."""
-        if not isinstance(table_id, UUID):
-            raise QueryRefused("A table id is a UUID.", field="table_id")
-        for name, day in (("from", day_from), ("to", day_to)):
-            if not isinstance(day, date) or isinstance(day, datetime):
-                raise QueryRefused("A gaming day is a calendar date such as 2025-03-01.",
-                                      field=name)
-            if not DAY_MIN <= day <= DAY_MAX:
-                raise QueryRefused(f"A gaming day lies from {DAY_MIN} to {DAY_MAX}.",
-                                      field=name)
+        _check_table_id(table_id)
+        _check_day(day_from, "from")
+        _check_day(day_to, "to")
         if day_from > day_to:
             raise QueryRefused("The first day of a report must not come after its last.",
                                   field="to")
@@ -343,11 +338,7 @@ class ReadModels:
             (lag,) = lag_report(curs, self._events, [("table_days", self._days)])
             curs.execute(SQL("SELECT applied_until FROM {}").format(q("settings")))
             applied = curs.fetchone()
-            curs.execute(SQL("SELECT name, currency FROM {} WHERE table_id = %s").format(
-                q("tables")), (table_id,))
-            table = curs.fetchone()
-            if table is None:
-                raise NotFound(f"There is no table {table_id} in the reports (yet).")
+            table = _reported_table(curs, q("tables"), table_id)
             curs.execute(SQL("SELECT coalesce(sum(held_delta), 0) AS held, "
                              "coalesce(sum(open_delta), 0) AS open FROM {} "
                              "WHERE table_id = %s AND gaming_day < %s").format(q("days")),
@@ -389,6 +380,61 @@ class ReadModels:
             day += timedelta(days=1)
         return out
 
+    def table_day_rounds(self, table_id: UUID, day: date, *, limit: int = 100,
+                         cursor: str | None = None) -> dict[str, Any]:
+        """The rounds behind one gaming day of the table's report, each with what the day's
+        figures count of it, in the order the view first counted them on the day, one keyset
+        page at a time. A round started the day before, or ruled on days after it was settled,
+        is listed on each day it counts on. The day's figures are the sums of its rounds':
+        checked on every page, where the list is whole (``complete``: a view made by an earlier
+        version lists only what it counted since, until a rebuild)."""
+        _check_table_id(table_id)
+        _check_day(day, "day")
+        _check_limit(limit, DAY_ROUNDS_PAGE_MAX, "rounds")
+        of = _filtered("day-rounds", table_id, day)
+        after = None if cursor is None else self._cursors.decode(
+            cursor, of, _notification_key, parts=1)[0]
+        q = self._days.qualified
+        with self._read() as curs:
+            gaming_day = stored_gaming_day(curs, self._days)
+            table = _reported_table(curs, q("tables"), table_id)
+            curs.execute(SQL("SELECT rounds_listed_after FROM {}").format(q("settings")))
+            listed = curs.fetchone()
+            curs.execute(SQL("SELECT * FROM {} WHERE table_id = %s AND gaming_day = %s").format(
+                q("days")), (table_id, day))
+            figures = curs.fetchone()
+            curs.execute(SQL("SELECT count(*) AS rounds, {} FROM {} WHERE table_id = %s "
+                             "AND gaming_day = %s").format(
+                SQL(", ").join(SQL("coalesce(sum({0}), 0) AS {0}").format(Identifier(c))
+                               for c in COUNTERS), q("round_days")), (table_id, day))
+            sums = curs.fetchone()
+            curs.execute(SQL("SELECT d.*, r.round_no, r.started_at FROM {} AS d LEFT JOIN {} "
+                             "AS r ON r.round_id = d.round_id WHERE d.table_id = %s "
+                             "AND d.gaming_day = %s AND d.first_notification_id > %s "
+                             "ORDER BY d.first_notification_id LIMIT %s").format(
+                q("round_days"), self._rounds.qualified("rounds")),
+                (table_id, day, after or 0, limit + 1))
+            rows = curs.fetchall()
+        assert listed is not None
+        assert sums is not None
+        starts, ends = gaming_day.bounds(day)
+        since = listed["rounds_listed_after"]
+        complete = since is None or since <= starts
+        totals = {name: (figures[name] if figures is not None else 0) for name in COUNTERS}
+        if complete and any(int(sums[name]) != totals[name] for name in COUNTERS):
+            raise InvariantBroken(f"table {table_id} on {day}: the day's figures are not the "
+                                  "sums of its rounds' (R-M4)")
+        page = rows[:limit]
+        next_cursor = None
+        if len(rows) > limit:
+            next_cursor = self._cursors.encode(of, [str(page[-1]["first_notification_id"])])
+        return {"table_id": str(table_id), "table_name": table["name"],
+                "currency": table["currency"], "gaming_day": day.isoformat(),
+                "starts_at": _iso(starts), "ends_at": _iso(ends), "complete": complete,
+                "rounds_listed": int(sums["rounds"]),
+                "figures": _figures(f"table {table_id} on {day}", totals),
+                "items": [_round_day_json(row) for row in page], "next_cursor": next_cursor}
+
     # -------------------------------------------------------------- positions
 
     def positions(self) -> list[dict[str, Any]]:
@@ -398,6 +444,28 @@ class ReadModels:
 
 
 # ---------------------------------------------------------------------- helpers
+
+def _check_table_id(table_id: UUID) -> None:
+    if not isinstance(table_id, UUID):
+        raise QueryRefused("A table id is a UUID.", field="table_id")
+
+
+def _check_day(day: date, name: str) -> None:
+    if not isinstance(day, date) or isinstance(day, datetime):
+        raise QueryRefused("A gaming day is a calendar date such as 2025-03-01.", field=name)
+    if not DAY_MIN <= day <= DAY_MAX:
+        raise QueryRefused(f"A gaming day lies from {DAY_MIN} to {DAY_MAX}.", field=name)
+
+
+def _reported_table(curs: Curs, tables: Identifier, table_id: UUID) -> dict[str, Any]:
+    """The table's name and currency as the table/day view has them (``tables``)."""
+    curs.execute(SQL("SELECT name, currency FROM {} WHERE table_id = %s").format(tables),
+                 (table_id,))
+    table = curs.fetchone()
+    if table is None:
+        raise NotFound(f"There is no table {table_id} in the reports (yet).")
+    return table
+
 
 def _check_limit(limit: int, maximum: int, what: str) -> None:
     if type(limit) is not int or not 1 <= limit <= maximum:
@@ -469,6 +537,12 @@ def _round_key(key: list[str]) -> list[Any]:
     return [at, UUID(key[1])]
 
 
+def _notification_key(key: list[str]) -> list[Any]:
+    if not _digits(key[0]):
+        raise ValueError(key)
+    return [int(key[0])]
+
+
 def _balance_key(key: list[str]) -> list[Any]:
     return [key[0], UUID(key[1])]
 
@@ -516,12 +590,34 @@ def _balance_json(row: dict[str, Any]) -> dict[str, Any]:
             "last_notification_id": row["last_notification_id"]}
 
 
+def _balanced(what: str, counts: Mapping[str, int]) -> None:
+    if counts["staked"] - counts["paid_out"] - counts["house_win"] != counts["held_delta"]:
+        raise InvariantBroken(f"{what}: the figures do not balance (R-M4)")
+
+
+def _figures(what: str, counts: Mapping[str, int]) -> dict[str, int]:
+    """A day's counters as the list of its rounds gives them, checked."""
+    _balanced(what, counts)
+    return {name: counts[name] for name in COUNTERS if name != "open_delta"}
+
+
+def _round_day_json(row: dict[str, Any]) -> dict[str, Any]:
+    _balanced(f"round {row['round_id']} on {row['gaming_day']}", row)
+    return {"round_id": str(row["round_id"]), "round_no": row["round_no"],
+            "started_at": _iso(row["started_at"]), "started": row["rounds_played"] > 0,
+            "settled": row["rounds_settled"] > 0, "voided": row["rounds_voided"] > 0,
+            "rulings": row["rulings"], "staked": row["staked"], "paid_out": row["paid_out"],
+            "house_win": row["house_win"], "held_delta": row["held_delta"],
+            "first_notification_id": row["first_notification_id"],
+            "last_notification_id": row["last_notification_id"]}
+
+
 def _day_json(table_id: UUID, table: dict[str, Any], day: date, starts: datetime,
               ends: datetime, row: dict[str, Any] | None, held: int,
               open_rounds: int) -> dict[str, Any]:
     counts = {name: (row[name] if row is not None else 0) for name in COUNTERS}
-    if counts["staked"] - counts["paid_out"] - counts["house_win"] != counts["held_delta"] \
-            or held < 0 or open_rounds < 0:
+    _balanced(f"table {table_id} on {day}", counts)
+    if held < 0 or open_rounds < 0:
         raise InvariantBroken(f"table {table_id} on {day}: the day's figures do not balance "
                               "(R-M4)")
     return {"table_id": str(table_id), "table_name": table["name"],

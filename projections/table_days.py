@@ -8,6 +8,13 @@ still held and open at each day's end. The report (:mod:`projections.queries`) a
 "no activity" row for every day the table was open without a round; the open intervals come
 from the table's Created, Closed and Reopened events.
 
+The same counters are kept per round and gaming day (``round_days``): one row for each round
+the day's figures count something of (started, money moved, settled, voided, ruled on), so the
+rounds behind a day's figures are listed from one index range, a round started the day before
+or ruled on a week later among them, and the day's figures are their sums. A view made by an
+earlier version has no such rows for what it had counted: its ``rounds_listed_after`` (the
+moment the part was made) tells which days' lists are whole; a rebuild fills in the rest.
+
 The gaming day (``PITBOSS_GAMING_DAY_TZ``, ``PITBOSS_GAMING_DAY_START``) is fixed when the
 view's tables are created and stored with them, so every row of one view uses the same
 boundary. Changing it takes a rebuild (``projections.rebuild``), which builds fresh tables
@@ -54,11 +61,13 @@ COUNTERS = ("rounds_played", "rounds_settled", "rounds_voided", "rulings", "stak
 _TABLE_COLUMNS = ("table_id", "name", "currency", "version")
 _ROUND_COLUMNS = ("round_id", "table_id", "version")
 _DAY_COLUMNS = ("table_id", "gaming_day", *COUNTERS, "last_notification_id")
+_ROUND_DAY_COLUMNS = ("table_id", "gaming_day", "round_id", *COUNTERS,
+                      "first_notification_id", "last_notification_id")
 
 
 class TableDaysView(View):
     base = "table_days"
-    parts = ("settings", "tables", "intervals", "rounds", "days")
+    parts = ("settings", "tables", "intervals", "rounds", "days", "round_days")
 
     def __init__(self, datastore: PostgresDatastore, *, tracking_table_name: str | None = None,
                  generation: str = "", gaming_day: GamingDay | None = None,
@@ -95,6 +104,31 @@ class TableDaysView(View):
                 "last_notification_id bigint NOT NULL, PRIMARY KEY (table_id, gaming_day), "
                 "CONSTRAINT money_conserved CHECK (staked - paid_out - house_win = held_delta))"
                 ).format(q("days")),
+            # When the round_days part was made for a view that had counted events already:
+            # the days up to then are not all listed in it (NULL: every day is).
+            self.added_column("settings", "rounds_listed_after", "timestamptz"),
+            SQL("DO $$ BEGIN IF to_regclass(quote_ident({schema}) || '.' || quote_ident({name})) "
+                "IS NULL THEN "
+                "CREATE TABLE {round_days} (table_id uuid NOT NULL, gaming_day date NOT NULL, "
+                "round_id uuid NOT NULL, rounds_played integer NOT NULL, "
+                "rounds_settled integer NOT NULL, rounds_voided integer NOT NULL, "
+                "rulings integer NOT NULL, staked bigint NOT NULL, paid_out bigint NOT NULL, "
+                "house_win bigint NOT NULL, held_delta bigint NOT NULL, "
+                "open_delta integer NOT NULL, first_notification_id bigint NOT NULL, "
+                "last_notification_id bigint NOT NULL, "
+                "PRIMARY KEY (table_id, gaming_day, round_id), "
+                "CONSTRAINT money_conserved CHECK (staked - paid_out - house_win = held_delta)); "
+                # A day's rounds in the order the view first counted them, paged by keyset.
+                "CREATE UNIQUE INDEX {by_first} ON {round_days} "
+                "(table_id, gaming_day, first_notification_id); "
+                # After the latest event counted, whichever clock ran ahead.
+                "UPDATE {settings} SET rounds_listed_after = greatest(now(), applied_until) "
+                "WHERE EXISTS "
+                "(SELECT 1 FROM {tracking} WHERE notification_id > 0); "
+                "END IF; END $$").format(
+                schema=Literal(self.datastore.schema), name=Literal(self.name_of("round_days")),
+                round_days=q("round_days"), by_first=Identifier(self.name_of("round_days_first")),
+                settings=q("settings"), tracking=q("tracking")),
         ]
 
 
@@ -134,6 +168,16 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
             SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in _DAY_COLUMNS),
             SQL(", ").join(SQL("{0} = d.{0} + EXCLUDED.{0}").format(Identifier(c))
                            for c in COUNTERS))
+        # A round's counters on a day add up too, on a three-column key; its first counted
+        # notification there stays.
+        self._upsert_round_day = SQL(
+            "INSERT INTO {0} AS d ({1}) VALUES ({2}) "
+            "ON CONFLICT (table_id, gaming_day, round_id) "
+            "DO UPDATE SET {3}, last_notification_id = EXCLUDED.last_notification_id").format(
+            q("round_days"), SQL(", ").join(map(Identifier, _ROUND_DAY_COLUMNS)),
+            SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in _ROUND_DAY_COLUMNS),
+            SQL(", ").join(SQL("{0} = d.{0} + EXCLUDED.{0}").format(Identifier(c))
+                           for c in COUNTERS))
         self._applied_until = SQL("UPDATE {} SET applied_until = greatest(applied_until, %s)"
                                   ).format(q("settings"))
 
@@ -144,17 +188,28 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
         rounds = load_rows(curs, self._select_rounds, "round_id",
                            aggregate_ids(items, ROUND_STREAM, Round.Created.TOPIC))
         days: dict[tuple[UUID, date], dict[str, Any]] = {}
+        round_days: dict[tuple[UUID, date, UUID], dict[str, Any]] = {}
         touched_tables: dict[UUID, dict[str, Any]] = {}
         touched_rounds: dict[UUID, dict[str, Any]] = {}
 
-        def day_row(table_id: UUID, at: datetime, item: Item) -> dict[str, Any]:
-            key = (table_id, gaming_day.day_of(at))
-            row = days.get(key)
-            if row is None:
-                row = days[key] = dict.fromkeys(COUNTERS, 0)
-                row.update(table_id=key[0], gaming_day=key[1])
-            row["last_notification_id"] = item.notification_id
-            return row
+        def counters(round_row: dict[str, Any], at: datetime, item: Item
+                     ) -> tuple[dict[str, Any], dict[str, Any]]:
+            """The counters of the gaming day of ``at`` at the round's table, and of the
+            round on that day, the item noted in both."""
+            table_id, day = round_row["table_id"], gaming_day.day_of(at)
+            of_day = days.get((table_id, day))
+            if of_day is None:
+                of_day = days[table_id, day] = dict.fromkeys(COUNTERS, 0)
+                of_day.update(table_id=table_id, gaming_day=day)
+            of_round = round_days.get((table_id, day, round_row["round_id"]))
+            if of_round is None:
+                of_round = round_days[table_id, day, round_row["round_id"]] = dict.fromkeys(
+                    COUNTERS, 0)
+                of_round.update(table_id=table_id, gaming_day=day, round_id=round_row["round_id"],
+                                first_notification_id=item.notification_id)
+            of_day["last_notification_id"] = of_round["last_notification_id"] = \
+                item.notification_id
+            return of_day, of_round
 
         for item in items:
             key = item.originator_id
@@ -167,20 +222,22 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
             row = versioned("round", rounds.get(key), item, fresh)
             rounds[key] = touched_rounds[key] = row
             if created:
-                counts = day_row(row["table_id"], event.timestamp, item)
-                counts["rounds_played"] += 1
-                counts["open_delta"] += 1
+                for counts in counters(row, event.timestamp, item):
+                    counts["rounds_played"] += 1
+                    counts["open_delta"] += 1
             elif isinstance(event, Round.Recorded):
                 fact = event.fact()
                 money = money_of(fact)
                 if money != NONE or isinstance(fact, _ENDS):
-                    _count(day_row(row["table_id"], event.timestamp, item), fact, money, item)
+                    for counts in counters(row, event.timestamp, item):
+                        _count(counts, fact, money, item)
         if touched_tables:
             curs.executemany(self._upsert_table, list(touched_tables.values()))
         if touched_rounds:
             curs.executemany(self._upsert_round, list(touched_rounds.values()))
         if days:
             curs.executemany(self._upsert_day, list(days.values()))
+            curs.executemany(self._upsert_round_day, list(round_days.values()))
         counted = [i.event.timestamp for i in items if i.event is not None]
         if counted:
             curs.execute(self._applied_until, (max(counted),))

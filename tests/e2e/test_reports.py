@@ -94,6 +94,19 @@ def test_a_table_day_report_and_the_projection_lag(played):
                                "to": (today + timedelta(days=1)).isoformat()}))
     assert sum(d["rounds_settled"] for d in days) == 2
     assert sum(d["rounds_voided"] for d in days) == 1
+    for day in days:  # the rounds behind each day, whose sums its figures are
+        rounds = http.ok(http.get(f"/audit/tables/{desk.table}/report/rounds",
+                                  day=day["gaming_day"], limit=1))
+        items, cursor = rounds["items"], rounds["next_cursor"]
+        while cursor is not None:
+            more = http.ok(http.get(f"/audit/tables/{desk.table}/report/rounds",
+                                    day=day["gaming_day"], limit=1, cursor=cursor))
+            items, cursor = items + more["items"], more["next_cursor"]
+        assert rounds["complete"]
+        assert len(items) == rounds["rounds_listed"]
+        assert (rounds["figures"]["house_win"], rounds["figures"]["rounds_voided"]) == (
+            day["house_win"], day["rounds_voided"]) == (sum(r["house_win"] for r in items),
+                                                        sum(r["voided"] for r in items))
     positions = http.ok(http.get("/audit/projections"))
     assert positions
     assert all(p["lag_events"] == 0 for p in positions)
@@ -171,6 +184,11 @@ def test_a_report_range_is_checked(http, make_app):
     for edge in ("0001-01-01", "9999-12-30"):  # days whose bounds may leave the calendar
         assert "from" in problem_of(http.get(path, **{"from": edge, "to": edge}),
                                     422)["errors"]
+    for query, field in (({}, "day"), ({"day": "2025-02-30"}, "day"),
+                         ({"day": "9999-12-30"}, "day"), ({"day": "2025-01-01", "limit": 501},
+                                                          "limit")):
+        assert field in problem_of(http.get(f"{path}/rounds", **query), 422)["errors"]
+    assert problem_of(http.get(f"{path}/rounds", day="2025-01-01"), 404)["rule"] is None
 
 
 def test_a_nul_character_anywhere_is_a_422_not_a_database_error(http):

@@ -8,14 +8,14 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo, available_timezones
 
 import pytest
 
-from ledger.errors import QueryRefused
+from ledger.errors import InvariantBroken, QueryRefused
 from ledger.rules import CASINO
 from projections.queries import ReadModels
 from projections.rebuild import rebuild
@@ -271,3 +271,103 @@ def test_a_voided_round_is_no_round_open_at_the_days_end_and_a_withdrawal_no_pay
     assert day["house_win"] == casino.ledger.house(table)["available"]
     assert day["paid_out"] + day["house_win"] == day["staked"]
     casino.close()
+
+
+# ------------------------------------------------------------------ the rounds behind a day
+
+
+def listed(reads: ReadModels, table: UUID, day: date, **page: Any) -> dict[str, Any]:
+    return reads.table_day_rounds(table, day, **page)
+
+
+def test_a_days_rounds_are_listed_with_what_the_day_counts_of_each(week: Week,
+                                                                  reads: ReadModels) -> None:
+    # The round index finds rounds by the day they started; the overnight round's settlement
+    # counts on Wednesday, which no round started: only this list shows where it came from.
+    tuesday = listed(reads, week.table, date(2025, 3, 4))
+    assert [UUID(r["round_id"]) for r in tuesday["items"]] == [week.at_start, week.overnight]
+    assert tuesday["complete"]
+    assert tuesday["rounds_listed"] == 2
+    overnight = tuesday["items"][1]
+    assert (overnight["started"], overnight["settled"], overnight["staked"],
+            overnight["held_delta"], overnight["round_no"]) == (True, False, 200, 200, 3)
+    wednesday = listed(reads, week.table, date(2025, 3, 5))
+    (settled,) = wednesday["items"]
+    assert UUID(settled["round_id"]) == week.overnight
+    assert (settled["started"], settled["settled"], settled["staked"]) == (False, True, 0)
+    assert settled["paid_out"] + settled["house_win"] == 200 == -settled["held_delta"]
+    report = by_day(reads.table_day_report(week.table, date(2025, 3, 3), date(2025, 3, 10)))
+    for day, row in report.items():  # the day's figures, as reported, are its rounds' sums
+        rounds = listed(reads, week.table, date.fromisoformat(day))
+        figures, items = rounds["figures"], rounds["items"]
+        assert {k: v for k, v in figures.items() if k != "held_delta"} == {
+            k: row[k] for k in figures if k != "held_delta"}, day
+        for name in ("staked", "paid_out", "house_win", "held_delta", "rulings"):
+            assert figures[name] == sum(r[name] for r in items), (day, name)
+        for name, flag in (("rounds_played", "started"), ("rounds_settled", "settled"),
+                           ("rounds_voided", "voided")):
+            assert figures[name] == sum(r[flag] for r in items), (day, name)
+    assert listed(reads, week.table, date(2025, 3, 7))["items"] == []  # closed all day
+
+
+def test_a_ruling_days_later_lists_its_round_on_the_ruling_s_day(week: Week,
+                                                                 reads: ReadModels,
+                                                                 env: Env) -> None:
+    week.clock.set(local(10, 9))
+    week.casino.do("record_ruling", week.at_start, "paid short", [2], {"P1": 10})
+    with engine(env) as e:
+        e.catch_up(50)
+    monday = listed(reads, week.table, date(2025, 3, 10))
+    (ruled,) = monday["items"]
+    assert (UUID(ruled["round_id"]), ruled["rulings"], ruled["paid_out"],
+            ruled["house_win"]) == (week.at_start, 1, 10, -10)
+    assert (monday["figures"]["rulings"], monday["figures"]["rounds_played"]) == (1, 0)
+
+
+def test_a_days_rounds_come_a_page_at_a_time_under_that_day_s_cursor(week: Week,
+                                                                    reads: ReadModels) -> None:
+    tuesday = date(2025, 3, 4)
+    first = listed(reads, week.table, tuesday, limit=1)
+    assert first["rounds_listed"] == 2
+    assert first["next_cursor"] is not None
+    second = listed(reads, week.table, tuesday, limit=1, cursor=first["next_cursor"])
+    assert [r["round_id"] for r in first["items"] + second["items"]] == [
+        r["round_id"] for r in listed(reads, week.table, tuesday)["items"]]
+    assert second["next_cursor"] is None
+    with pytest.raises(QueryRefused, match="under other filters") as refused:
+        listed(reads, week.table, date(2025, 3, 5), cursor=first["next_cursor"])
+    assert refused.value.field == "cursor"
+    with pytest.raises(QueryRefused, match="1 to 500 rounds"):
+        listed(reads, week.table, tuesday, limit=501)
+
+
+def test_a_day_whose_figures_are_not_its_rounds_sums_is_reported_broken(
+        week: Week, env: Env, reads: ReadModels) -> None:
+    with connect(env) as conn:
+        conn.execute("DELETE FROM table_days_round_days WHERE round_id = %s", (week.overnight,))
+    with pytest.raises(InvariantBroken, match=r"not the sums of its rounds' \(R-M4\)"):
+        listed(reads, week.table, date(2025, 3, 4))
+
+
+def test_a_view_made_before_rounds_were_listed_says_which_days_lists_are_whole(
+        week: Week, env: Env) -> None:
+    with connect(env) as conn:
+        conn.execute("DROP TABLE table_days_round_days")
+        conn.execute("ALTER TABLE table_days_settings DROP COLUMN rounds_listed_after")
+    week.clock.set(datetime.now(UTC) + timedelta(days=1))  # a round after the upgrade
+    later = week.casino.simple_round(week.table)
+    with engine(env) as e:  # the worker's start makes the part, then counts the round
+        e.catch_up(50)
+    with ReadModels(env) as reads:
+        tuesday = listed(reads, week.table, date(2025, 3, 4))
+        assert (tuesday["complete"], tuesday["items"]) == (False, [])
+        assert tuesday["figures"]["rounds_played"] == 2  # the day's figures as counted then
+        day = GamingDay("America/New_York", time(6)).day_of(week.clock.now)
+        after = listed(reads, week.table, day)
+        assert after["complete"]
+        assert [UUID(r["round_id"]) for r in after["items"]] == [later]
+    rebuild(env, "table_days")
+    with ReadModels(env) as reads:
+        tuesday = listed(reads, week.table, date(2025, 3, 4))
+    assert tuesday["complete"]
+    assert [UUID(r["round_id"]) for r in tuesday["items"]] == [week.at_start, week.overnight]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from uuid import UUID
 
 from hypothesis import HealthCheck, given, settings
@@ -97,3 +97,12 @@ def check(casino: Casino, reads: ReadModels, tables: list[UUID], played: list[UU
         assert sum(d["house_win"] for d in days) == houses[table]
         assert sum(d["rounds_played"] for d in days) == sum(
             1 for r in rows.values() if UUID(r["table_id"]) == table)
+        for day in days:  # each day's figures are the sums of the rounds listed behind it
+            behind = reads.table_day_rounds(table, date.fromisoformat(day["gaming_day"]),
+                                            limit=500)
+            assert behind["complete"]
+            assert behind["next_cursor"] is None
+            for name in ("staked", "paid_out", "house_win", "rulings"):
+                assert day[name] == behind["figures"][name] == sum(
+                    r[name] for r in behind["items"])
+            assert day["rounds_settled"] == sum(r["settled"] for r in behind["items"])
