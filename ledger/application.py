@@ -814,10 +814,18 @@ class GameLedger(Application[UUID]):
         nothing was opened as an account under it."""
         if not account_ids:  # the common case: no query
             return {}
-        owners = {e.originator_id: e.owner for e in self._first_events(account_ids)
-                  if isinstance(e, Account.Created)}
-        return {a: f"{owners[a]}'s account" if a in owners else
-                f"{a}, which no account was opened as" for a in account_ids}
+        # None for a first event that does not decode (a stranger's: passed over).
+        firsts = {s.originator_id: self._decoded(s, []) for s in self._first_stored(account_ids)}
+
+        def named(account_id: UUID) -> str:
+            first = firsts.get(account_id)
+            if isinstance(first, Account.Created):
+                return f"{first.owner}'s account"
+            if account_id in firsts and first is None:
+                return f"{account_id}, whose opening does not decode"
+            return f"{account_id}, which no account was opened as"
+
+        return {a: named(a) for a in account_ids}
 
     def _first_event(self, originator_id: UUID) -> Any:
         """The first stored event of ``originator_id``, as its kind (None if it has none)."""
@@ -828,12 +836,18 @@ class GameLedger(Application[UUID]):
         """The first event of each of ``originator_ids`` that has one (on PostgreSQL, in one
         query); given ``own``, one that does not decode, of an id not in it, is passed over
         (:meth:`_decoded`)."""
-        recorder = self.recorder
-        stored = (first_events(recorder, originator_ids) if isinstance(recorder, LedgerRecorder)
-                  else [s for i in originator_ids for s in recorder.select_events(i, limit=1)])
+        stored = self._first_stored(originator_ids)
         if own is None:
             return [self.mapper.to_domain_event(s) for s in stored]
         return [e for e in (self._decoded(s, own) for s in stored) if e is not None]
+
+    def _first_stored(self, originator_ids: list[UUID]) -> list[StoredEvent]:
+        """The first stored event of each of ``originator_ids`` that has one (on PostgreSQL,
+        in one query)."""
+        recorder = self.recorder
+        if isinstance(recorder, LedgerRecorder):
+            return first_events(recorder, originator_ids)
+        return [s for i in originator_ids for s in recorder.select_events(i, limit=1)]
 
     def _postings_naming(self, round_id: UUID, account_ids: list[UUID]) -> list[Any]:
         """The postings that name round ``round_id`` on ``account_ids``, and on PostgreSQL on

@@ -200,3 +200,7 @@ def test_a_rounds_postings_are_listed_on_every_account_with_whose_it_is(make_app
                   if p["account_id"] == str(nowhere)]
     assert (unknown["owner"], unknown["kind"], unknown["data"]["available_delta"]) == (
         None, None, 7)
+    # The round check names it so, where it answered only that the round does not replay.
+    findings = http.ok(http.get(f"/audit/rounds/{settled}/check"))["findings"]
+    said = f"on {nowhere}, whose opening does not decode, which has no part in it, move 7"
+    assert any(said in finding for finding in findings), findings
