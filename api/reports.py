@@ -19,6 +19,7 @@ from ledger.aggregates.account import ACCOUNT_KINDS
 from projections.rounds import STATUSES
 from projections.settings import (
     BALANCES_PAGE_MAX,
+    CASHIER_PAGE_MAX,
     CHECK_BUDGET_S,
     CURSOR_MAX_CHARS,
     DAY_MAX,
@@ -113,10 +114,20 @@ class DayRangeQuerySchema(Schema):
                                       "to")
 
 
-class DayRoundsQuerySchema(Schema):
-    day = fields.Date(required=True, validate=_days, metadata={
+def _day() -> fields.Date:
+    return fields.Date(required=True, validate=_days, metadata={
         "description": "The gaming day, e.g. 2025-03-01."})
+
+
+class DayRoundsQuerySchema(Schema):
+    day = _day()
     limit = page_limit(100, DAY_ROUNDS_PAGE_MAX)
+    cursor = _cursor()
+
+
+class CashierQuerySchema(Schema):
+    day = _day()
+    limit = page_limit(100, CASHIER_PAGE_MAX)
     cursor = _cursor()
 
 
@@ -311,6 +322,55 @@ class DayRoundPageSchema(Out):
     next_cursor = fields.String(required=True, allow_none=True)
 
 
+class CashierTotalsSchema(Out):
+    currency = fields.String(required=True)
+    buy_ins = fields.Integer(required=True, metadata={"description": "How many buy-ins."})
+    bought_in = fields.Integer(required=True, metadata={
+        "description": "Chips bought at the desk, in minor units."})
+    cash_outs = fields.Integer(required=True, metadata={"description": "How many cash-outs."})
+    cashed_out = fields.Integer(required=True, metadata={
+        "description": "Chips exchanged back at the desk, in minor units."})
+    net = fields.Integer(required=True, metadata={
+        "description": "bought_in - cashed_out: what the desk took in, net."})
+
+
+class CashierSchema(CashierTotalsSchema):
+    cashier = fields.String(required=True, metadata={
+        "description": "The name of the cashier key that recorded the movements."})
+
+
+class CashierMovementSchema(Out):
+    at = fields.String(required=True, metadata={"format": "date-time"})
+    kind = fields.String(required=True, metadata={"enum": ["buy_in", "cash_out"]})
+    player = fields.String(required=True)
+    account_id = fields.String(required=True, metadata={"format": "uuid"})
+    currency = fields.String(required=True)
+    amount = fields.Integer(required=True)
+    cashier = fields.String(required=True)
+    request_id = fields.String(required=True)
+    version = fields.Integer(required=True, metadata={
+        "description": "The account's event version (its statement's entry)."})
+    notification_id = fields.Integer(required=True)
+
+
+class CashierDaySchema(Out):
+    gaming_day = fields.String(required=True, metadata={"format": "date"})
+    starts_at = fields.String(required=True, metadata={"format": "date-time"})
+    ends_at = fields.String(required=True, metadata={"format": "date-time"})
+    complete = fields.Boolean(required=True, metadata={
+        "description": "Whether every buy-in and cash-out of the day is counted. False for a "
+                       "day before the reports were upgraded to keep them, until balances is "
+                       "rebuilt (pitboss rebuild balances)."})
+    currencies = fields.List(fields.Nested(CashierTotalsSchema), required=True, metadata={
+        "description": "The day's totals per currency."})
+    cashiers = fields.List(fields.Nested(CashierSchema), required=True, metadata={
+        "description": "The day's totals per cashier and currency."})
+    movements_listed = fields.Integer(required=True, metadata={
+        "description": "Movements in the whole list, over all its pages."})
+    items = fields.List(fields.Nested(CashierMovementSchema), required=True)
+    next_cursor = fields.String(required=True, allow_none=True)
+
+
 class PositionSchema(Out):
     projection = fields.String(required=True)
     position = fields.Integer(required=True)
@@ -385,6 +445,18 @@ def table_day_rounds(query: dict[str, Any], table_id: UUID) -> dict[str, Any]:
     day it counts on. The figures are the sums of the rounds' (checked on every page). In the
     order first counted on the day; a page at a time (pass next_cursor as cursor)."""
     result: dict[str, Any] = services().read_models().table_day_rounds(table_id, **query)
+    return result
+
+
+@blp.route("/cashier", methods=["GET"])
+@guard(blp, *AUDITORS)
+@blp.arguments(CashierQuerySchema(), location="query", unknown="raise")
+@blp.response(200, CashierDaySchema)
+def cashier_day(query: dict[str, Any]) -> dict[str, Any]:
+    """The cashier's desk on one gaming day: buy-ins and cash-outs per currency and per
+    cashier, and the movements behind them in time order, a page at a time (pass next_cursor
+    as cursor)."""
+    result: dict[str, Any] = services().read_models().cashier_day(**query)
     return result
 
 

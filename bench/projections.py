@@ -57,7 +57,7 @@ from ledger.rules import CASINO, CASINO_WILD, TableLimits
 from ledger.sealing import ShoeSealer
 from ledger.storage import GENESIS, append_lock_key, link
 from ledger.strategy import basic_strategy
-from projections.balances import BalancesProjection
+from projections.balances import BalancesProjection, BalancesView
 from projections.base import NEXT
 from projections.engine import NAMES, Engine, Reader
 from projections.queries import ReadModels
@@ -263,7 +263,8 @@ def catch_up(env: dict[str, str], names: tuple[str, ...], batch: int, generation
 def stock_runner(db: Database, env: dict[str, str], seconds: float) -> tuple[int, int, float]:
     """The library's ProjectionRunner on balances: log ids passed and events applied."""
     with db.connect(autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS balances_tracking, balances_accounts, balances_tables")
+        conn.execute("DROP TABLE IF EXISTS " + ", ".join(
+            f"{BalancesView.base}_{part}" for part in ("tracking", *BalancesView.parts)))
     t0 = time.perf_counter()
     runner: ProjectionRunner[GameLedger, Any] = ProjectionRunner(
         application_class=GameLedger, projection_class=BalancesProjection,

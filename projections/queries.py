@@ -36,7 +36,7 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from ledger.errors import DecisionRefused, InvariantBroken, NotFound, QueryRefused
 from ledger.names import NAME_MAX_CHARS
-from projections.balances import BalancesView
+from projections.balances import BUY_IN, CASH_OUT, BalancesView
 from projections.base import Curs, View
 from projections.checks import ACCOUNTS, OPENINGS, Part, check_part
 from projections.engine import (
@@ -49,6 +49,7 @@ from projections.engine import (
 from projections.rounds import FLAGS, STATUSES, RoundIndexView
 from projections.settings import (
     BALANCES_PAGE_MAX,
+    CASHIER_PAGE_MAX,
     CHECK_FINDINGS_MAX,
     CURSOR_MAX_CHARS,
     DAY_MAX,
@@ -435,6 +436,86 @@ class ReadModels:
                 "figures": _figures(f"table {table_id} on {day}", totals),
                 "items": [_round_day_json(row) for row in page], "next_cursor": next_cursor}
 
+    # ---------------------------------------------------------------- cashier
+
+    def cashier_day(self, day: date, *, limit: int = 100,
+                    cursor: str | None = None) -> dict[str, Any]:
+        """The cashier's desk on one gaming day (the table/day report's bounds): buy-ins and
+        cash-outs per currency and per cashier, and the movements behind them in time order,
+        one keyset page at a time. Where the view lists every movement (``complete``), each
+        account moved that day is checked: its movements of all days sum to what its balance
+        says was bought in and cashed out."""
+        _check_day(day, "day")
+        _check_limit(limit, CASHIER_PAGE_MAX, "movements")
+        of = _filtered("cashier", day)
+        after = None if cursor is None else self._cursors.decode(cursor, of, _moment_key)
+        cashier, accounts = self._balances.qualified("cashier"), self._balances.qualified(
+            "accounts")
+        with self._read() as curs:
+            starts, ends = stored_gaming_day(curs, self._days).bounds(day)
+            curs.execute(SQL("SELECT cashier_listed_after FROM {}").format(
+                self._balances.qualified("settings")))
+            listed = curs.fetchone()
+            since = listed["cashier_listed_after"] if listed is not None else None
+            complete = since is None or since <= starts
+            curs.execute(SQL(
+                "SELECT currency, cashier, "
+                "count(*) FILTER (WHERE kind = {buy}) AS buy_ins, "
+                "coalesce(sum(amount) FILTER (WHERE kind = {buy}), 0) AS bought_in, "
+                "count(*) FILTER (WHERE kind = {cash}) AS cash_outs, "
+                "coalesce(sum(amount) FILTER (WHERE kind = {cash}), 0) AS cashed_out "
+                "FROM {} WHERE at >= %s AND at < %s GROUP BY currency, cashier "
+                "ORDER BY currency, cashier").format(
+                cashier, buy=Literal(BUY_IN), cash=Literal(CASH_OUT)), (starts, ends))
+            by_cashier = curs.fetchall()
+            mismatched: list[dict[str, Any]] = []
+            if since is None:  # R-M4, read side: the movements are what the balances count
+                curs.execute(SQL(
+                    "SELECT a.owner, a.bought_in, a.cashed_out, m.bought_in AS listed_in, "
+                    "m.cashed_out AS listed_out FROM {accounts} AS a JOIN ("
+                    "SELECT account_id, "
+                    "coalesce(sum(amount) FILTER (WHERE kind = {buy}), 0) AS bought_in, "
+                    "coalesce(sum(amount) FILTER (WHERE kind = {cash}), 0) AS cashed_out "
+                    "FROM {cashier} WHERE account_id IN (SELECT account_id FROM {cashier} "
+                    "WHERE at >= %s AND at < %s) GROUP BY account_id) AS m "
+                    "ON m.account_id = a.account_id "
+                    "WHERE (a.bought_in, a.cashed_out) <> (m.bought_in, m.cashed_out) "
+                    "LIMIT 1").format(accounts=accounts, cashier=cashier, buy=Literal(BUY_IN),
+                                      cash=Literal(CASH_OUT)), (starts, ends))
+                mismatched = curs.fetchall()
+            keyset = SQL("AND (at, notification_id) > (%s, %s) " if after else "")
+            curs.execute(SQL("SELECT * FROM {} WHERE at >= %s AND at < %s {}"
+                             "ORDER BY at, notification_id LIMIT %s").format(cashier, keyset),
+                         (starts, ends, *(after or ()), limit + 1))
+            rows = curs.fetchall()
+        if mismatched:
+            (row,) = mismatched
+            raise InvariantBroken(
+                f"{row['owner']}'s movements at the cashier's desk come to {row['listed_in']} "
+                f"bought in and {row['listed_out']} cashed out; the balance counts "
+                f"{row['bought_in']} and {row['cashed_out']} (R-M4)")
+        currencies: dict[str, dict[str, Any]] = {}
+        for group in by_cashier:
+            total = currencies.setdefault(group["currency"], {
+                "currency": group["currency"], "buy_ins": 0, "bought_in": 0, "cash_outs": 0,
+                "cashed_out": 0})
+            for name in ("buy_ins", "bought_in", "cash_outs", "cashed_out"):
+                total[name] += int(group[name])
+        page = rows[:limit]
+        next_cursor = None
+        if len(rows) > limit:
+            last = page[-1]
+            next_cursor = self._cursors.encode(
+                of, [last["at"].isoformat(), str(last["notification_id"])])
+        return {"gaming_day": day.isoformat(), "starts_at": _iso(starts), "ends_at": _iso(ends),
+                "complete": complete,
+                "currencies": [_cashier_totals(t) for t in currencies.values()],
+                "cashiers": [{"cashier": g["cashier"], **_cashier_totals(g)}
+                             for g in by_cashier],
+                "movements_listed": sum(t["buy_ins"] + t["cash_outs"]
+                                        for t in currencies.values()),
+                "items": [_movement_json(row) for row in page], "next_cursor": next_cursor}
+
     # -------------------------------------------------------------- positions
 
     def positions(self) -> list[dict[str, Any]]:
@@ -543,6 +624,13 @@ def _notification_key(key: list[str]) -> list[Any]:
     return [int(key[0])]
 
 
+def _moment_key(key: list[str]) -> list[Any]:
+    at = datetime.fromisoformat(key[0])
+    if at.tzinfo is None or not _digits(key[1]):
+        raise ValueError(key)
+    return [at, int(key[1])]
+
+
 def _balance_key(key: list[str]) -> list[Any]:
     return [key[0], UUID(key[1])]
 
@@ -588,6 +676,20 @@ def _balance_json(row: dict[str, Any]) -> dict[str, Any]:
             "total": row["available"] + row["held"], "bought_in": row["bought_in"],
             "cashed_out": row["cashed_out"], "version": row["version"],
             "last_notification_id": row["last_notification_id"]}
+
+
+def _cashier_totals(group: Mapping[str, Any]) -> dict[str, Any]:
+    bought_in, cashed_out = int(group["bought_in"]), int(group["cashed_out"])
+    return {"currency": group["currency"], "buy_ins": int(group["buy_ins"]),
+            "bought_in": bought_in, "cash_outs": int(group["cash_outs"]),
+            "cashed_out": cashed_out, "net": bought_in - cashed_out}
+
+
+def _movement_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {"at": _iso(row["at"]), "kind": row["kind"], "player": row["owner"],
+            "account_id": str(row["account_id"]), "currency": row["currency"],
+            "amount": row["amount"], "cashier": row["cashier"], "request_id": row["request_id"],
+            "version": row["version"], "notification_id": row["notification_id"]}
 
 
 def _balanced(what: str, counts: Mapping[str, int]) -> None:

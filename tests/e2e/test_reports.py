@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from projections.settings import GamingDay
 from tests.e2e.conftest import Desk, Http, problem_of
 from tests.scripted import SteeredShuffle
 
@@ -107,6 +108,19 @@ def test_a_table_day_report_and_the_projection_lag(played):
         assert (rounds["figures"]["house_win"], rounds["figures"]["rounds_voided"]) == (
             day["house_win"], day["rounds_voided"]) == (sum(r["house_win"] for r in items),
                                                         sum(r["voided"] for r in items))
+    # The desk's day: the gaming day (06:00 UTC by default) of the players' buy-ins.
+    gaming_day = GamingDay().day_of(datetime.now(UTC))
+    today_at_desk = http.ok(http.get("/audit/cashier", day=gaming_day.isoformat(), limit=1))
+    for day in (gaming_day - timedelta(days=1), gaming_day + timedelta(days=1)):
+        assert http.ok(http.get("/audit/cashier", day=day.isoformat()))["items"] == []
+    assert today_at_desk["complete"]
+    assert today_at_desk["movements_listed"] == sum(
+        t["buy_ins"] + t["cash_outs"] for t in today_at_desk["currencies"]) >= 2
+    assert today_at_desk["next_cursor"] is not None
+    for query, field in (({}, "day"), ({"day": "2025-13-01"}, "day"),
+                         ({"day": today.isoformat(), "limit": 0}, "limit"),
+                         ({"day": today.isoformat(), "cursor": "W10"}, "cursor")):
+        assert field in problem_of(http.get("/audit/cashier", **query), 422)["errors"]
     positions = http.ok(http.get("/audit/projections"))
     assert positions
     assert all(p["lag_events"] == 0 for p in positions)

@@ -59,6 +59,7 @@ READ_MODEL_ROUTES: dict[tuple[str, str], set[str]] = {
     ("GET", "/audit/house"): AUDIT,
     ("GET", "/audit/tables/<uuid:table_id>/report"): AUDIT,
     ("GET", "/audit/tables/<uuid:table_id>/report/rounds"): AUDIT,
+    ("GET", "/audit/cashier"): AUDIT,
     ("GET", "/audit/projections"): AUDIT,
 }
 VALUES = {"table_id": uuid.uuid4(), "round_id": uuid.uuid4(), "shoe_id": uuid.uuid4(),

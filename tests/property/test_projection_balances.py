@@ -92,6 +92,13 @@ def check(casino: Casino, reads: ReadModels, tables: list[UUID], played: list[UU
         assert (row["total_staked"], row["house_result"]) == (state["staked"],
                                                               state["house_result"])
     today = GamingDay().day_of(datetime.now(UTC))
+    # The desk's days hold every buy-in and cash-out the balances count.
+    desk = [reads.cashier_day(day, limit=500) for day in (today - timedelta(days=1), today)]
+    everyone = reads.balances(limit=500)["items"]
+    for name, kind in (("bought_in", "buy_in"), ("cashed_out", "cash_out")):
+        listed = sum(m["amount"] for d in desk for m in d["items"] if m["kind"] == kind)
+        assert sum(t[name] for d in desk for t in d["currencies"]) == listed == sum(
+            b[name] for b in everyone)
     for table in tables:
         days = reads.table_day_report(table, today - timedelta(days=1), today)
         assert sum(d["house_win"] for d in days) == houses[table]

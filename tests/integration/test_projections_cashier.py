@@ -1,0 +1,146 @@
+"""The cashier's desk per gaming day: buy-ins and cash-outs per currency and per cashier, and
+the movements behind them, on the table/day report's gaming days."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from ledger.errors import InvariantBroken, QueryRefused
+from projections.queries import ReadModels
+from projections.rebuild import rebuild
+from projections.settings import GamingDay
+from tests.integration.test_projections_support import Casino, Clock, Env, connect, engine
+
+NEW_YORK = ZoneInfo("America/New_York")
+FUNDS = 10_000_000
+
+
+def local(day: int, hour: int, minute: int = 0) -> datetime:
+    return datetime(2025, 3, day, hour, minute, tzinfo=NEW_YORK)
+
+
+@pytest.fixture
+def env(postgres_env: Callable[[], Env]) -> Env:
+    return {**postgres_env(), "PITBOSS_GAMING_DAY_TZ": "America/New_York",
+            "PITBOSS_GAMING_DAY_START": "06:00"}
+
+
+class Desk:
+    """Two days at the desk: Monday 3 March's gaming day ends at 06:00 on Tuesday."""
+
+    def __init__(self, env: Env) -> None:
+        self.clock = Clock(local(3, 8))
+        self.casino = c = Casino.on(env, seed=5, clock=self.clock)
+        c.fund("P1", "P2")  # EUR, by "cashier", Monday
+        ledger = c.ledger
+        self.clock.set(local(4, 5, 59))  # still Monday's gaming day
+        ledger.cash_out(c.rid(), "cashier", "P1", 50)
+        self.clock.set(local(4, 6, 0))  # Tuesday's
+        ledger.buy_in(c.rid(), "cage-2", "P2", 70)
+        ledger.open_account(c.rid(), "cage-2", "P3", "USD")
+        ledger.buy_in(c.rid(), "cage-2", "P3", 500)
+        ledger.cash_out(c.rid(), "cashier", "P3", 120)
+
+
+@pytest.fixture
+def desk(env: Env) -> Iterator[Desk]:
+    desk = Desk(env)
+    with engine(env) as e:
+        e.catch_up(50)
+    yield desk
+    desk.casino.close()
+
+
+@pytest.fixture
+def reads(env: Env) -> Iterator[ReadModels]:
+    models = ReadModels(env)
+    yield models
+    models.close()
+
+
+def totals(**figures: int) -> dict[str, int]:
+    return {**figures, "net": figures["bought_in"] - figures["cashed_out"]}
+
+
+def test_a_days_buy_ins_and_cash_outs_per_currency_and_cashier(desk: Desk,
+                                                               reads: ReadModels) -> None:
+    monday = reads.cashier_day(date(2025, 3, 3))
+    assert monday["starts_at"] == "2025-03-03T11:00:00+00:00"  # 06:00 EST
+    assert monday["complete"]
+    assert monday["currencies"] == [{"currency": "EUR", **totals(
+        buy_ins=2, bought_in=2 * FUNDS, cash_outs=1, cashed_out=50)}]
+    assert monday["cashiers"] == [{"cashier": "cashier", "currency": "EUR", **totals(
+        buy_ins=2, bought_in=2 * FUNDS, cash_outs=1, cashed_out=50)}]
+    assert [(m["kind"], m["player"], m["amount"]) for m in monday["items"]] == [
+        ("buy_in", "P1", FUNDS), ("buy_in", "P2", FUNDS), ("cash_out", "P1", 50)]
+    assert monday["movements_listed"] == 3
+    tuesday = reads.cashier_day(date(2025, 3, 4))
+    assert tuesday["currencies"] == [
+        {"currency": "EUR", **totals(buy_ins=1, bought_in=70, cash_outs=0, cashed_out=0)},
+        {"currency": "USD", **totals(buy_ins=1, bought_in=500, cash_outs=1, cashed_out=120)}]
+    assert [(g["cashier"], g["currency"], g["net"]) for g in tuesday["cashiers"]] == [
+        ("cage-2", "EUR", 70), ("cage-2", "USD", 500), ("cashier", "USD", -120)]
+    (cash_out,) = [m for m in tuesday["items"] if m["kind"] == "cash_out"]
+    statement = desk.casino.ledger.account_entries("P3")["items"]
+    assert (cash_out["cashier"], cash_out["version"]) == ("cashier", statement[-1]["version"])
+    wednesday = reads.cashier_day(date(2025, 3, 5))
+    assert (wednesday["currencies"], wednesday["items"]) == ([], [])
+
+
+def test_a_days_movements_come_a_page_at_a_time_under_that_day_s_cursor(
+        desk: Desk, reads: ReadModels) -> None:
+    monday = date(2025, 3, 3)
+    pages, cursor = [], None
+    while True:
+        page = reads.cashier_day(monday, limit=1, cursor=cursor)
+        pages += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == reads.cashier_day(monday)["items"]
+    first = reads.cashier_day(monday, limit=1)
+    with pytest.raises(QueryRefused, match="under other filters") as refused:
+        reads.cashier_day(date(2025, 3, 4), cursor=first["next_cursor"])
+    assert refused.value.field == "cursor"
+    with pytest.raises(QueryRefused, match="1 to 500 movements"):
+        reads.cashier_day(monday, limit=501)
+
+
+def test_movements_that_are_not_what_a_balance_counts_are_reported_broken(
+        desk: Desk, env: Env, reads: ReadModels) -> None:
+    with connect(env) as conn:
+        conn.execute("UPDATE balances_accounts SET bought_in = bought_in + 1 WHERE owner = 'P1'")
+    with pytest.raises(InvariantBroken, match=(
+            f"P1's movements at the cashier's desk come to {FUNDS} bought in and 50 cashed "
+            rf"out; the balance counts {FUNDS + 1} and 50 \(R-M4\)")):
+        reads.cashier_day(date(2025, 3, 3))
+    assert reads.cashier_day(date(2025, 3, 4))["complete"]  # P1 did not come to the desk
+
+
+def test_a_view_made_before_the_desk_was_kept_says_which_days_are_whole(
+        desk: Desk, env: Env) -> None:
+    with connect(env) as conn:
+        conn.execute("DROP TABLE balances_cashier")
+        conn.execute("DROP TABLE balances_settings")
+    desk.clock.set(datetime.now(UTC) + timedelta(days=1))  # a buy-in after the upgrade
+    desk.casino.ledger.buy_in(desk.casino.rid(), "cashier", "P1", 5)
+    with engine(env) as e:  # the worker's start makes the part, then counts the buy-in
+        e.catch_up(50)
+    later = GamingDay("America/New_York", time(6)).day_of(desk.clock.now)
+    with ReadModels(env) as reads:
+        monday = reads.cashier_day(date(2025, 3, 3))
+        assert (monday["complete"], monday["items"]) == (False, [])
+        after = reads.cashier_day(later)  # P1's earlier movements are not there: no check
+        assert after["complete"]
+        assert [(m["player"], m["amount"]) for m in after["items"]] == [("P1", 5)]
+    rebuild(env, "balances")
+    with ReadModels(env) as reads:
+        monday = reads.cashier_day(date(2025, 3, 3))
+        assert monday["complete"]
+        assert monday["movements_listed"] == 3
+        assert reads.cashier_day(later)["movements_listed"] == 1
+
