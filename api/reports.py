@@ -269,9 +269,9 @@ class DayFiguresSchema(Out):
     rounds_settled = fields.Integer(required=True)
     rounds_voided = fields.Integer(required=True)
     rulings = fields.Integer(required=True)
-    staked = fields.Integer(required=True)
-    paid_out = fields.Integer(required=True)
-    house_win = fields.Integer(required=True)
+    staked = fields.Integer(required=True, metadata={"description": STAKED})
+    paid_out = fields.Integer(required=True, metadata={"description": PAID})
+    house_win = fields.Integer(required=True, metadata={"description": HOUSE_RESULT})
     held_delta = fields.Integer(required=True, metadata={
         "description": "Chips the table's rounds held more at the day's end than at its start: "
                        "staked - paid_out - house_win."})
@@ -310,14 +310,19 @@ class DayRoundPageSchema(Out):
     ends_at = fields.String(required=True, metadata={"format": "date-time"})
     complete = fields.Boolean(required=True, metadata={
         "description": "Whether every round the day's figures count is listed, and their sums "
-                       "were checked against the figures (R-M4). False for a day before the "
-                       "reports were upgraded to list rounds, until table_days is rebuilt "
-                       "(pitboss rebuild table_days)."})
+                       "were checked against the figures (R-M4). False for a day that began "
+                       "before the reports were upgraded to list rounds, until table_days is "
+                       "rebuilt (pitboss rebuild table_days). Figures and list alike go as far "
+                       "as the view has read the log (GET /audit/projections)."})
     rounds_listed = fields.Integer(required=True, metadata={
         "description": "Rounds in the whole list, over all its pages."})
+    last_notification_id = fields.Integer(required=True, allow_none=True, metadata={
+        "description": "The last event counted on the day (null: none). A walk of the pages "
+                       "whose pages differ in it spans a change of the day (a ruling, a "
+                       "settlement): its pages need not add up; walk again."})
     figures = fields.Nested(DayFiguresSchema, required=True, metadata={
         "description": "The day's figures, as the table/day report counts them: the sums of "
-                       "the listed rounds'."})
+                       "the listed rounds' where complete is true."})
     items = fields.List(fields.Nested(DayRoundSchema), required=True)
     next_cursor = fields.String(required=True, allow_none=True)
 
@@ -359,14 +364,18 @@ class CashierDaySchema(Out):
     ends_at = fields.String(required=True, metadata={"format": "date-time"})
     complete = fields.Boolean(required=True, metadata={
         "description": "Whether every buy-in and cash-out of the day is counted. False for a "
-                       "day before the reports were upgraded to keep them, until balances is "
-                       "rebuilt (pitboss rebuild balances)."})
+                       "day that began before the reports were upgraded to keep them, until "
+                       "balances is rebuilt (pitboss rebuild balances). Totals and list alike "
+                       "go as far as the view has read the log (GET /audit/projections)."})
     currencies = fields.List(fields.Nested(CashierTotalsSchema), required=True, metadata={
         "description": "The day's totals per currency."})
     cashiers = fields.List(fields.Nested(CashierSchema), required=True, metadata={
         "description": "The day's totals per cashier and currency."})
     movements_listed = fields.Integer(required=True, metadata={
         "description": "Movements in the whole list, over all its pages."})
+    last_notification_id = fields.Integer(required=True, allow_none=True, metadata={
+        "description": "The day's last movement counted (null: none). A walk of the pages "
+                       "whose pages differ in it spans a change of the day: walk again."})
     items = fields.List(fields.Nested(CashierMovementSchema), required=True)
     next_cursor = fields.String(required=True, allow_none=True)
 

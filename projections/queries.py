@@ -388,7 +388,9 @@ class ReadModels:
         page at a time. A round started the day before, or ruled on days after it was settled,
         is listed on each day it counts on. The day's figures are the sums of its rounds':
         checked on every page, where the list is whole (``complete``: a view made by an earlier
-        version lists only what it counted since, until a rebuild)."""
+        version lists only what it counted since, until a rebuild). Each page gives the last
+        event counted on the day (``last_notification_id``): a walk whose pages differ in it
+        spans a change of the day, and its pages need not add up."""
         _check_table_id(table_id)
         _check_day(day, "day")
         _check_limit(limit, DAY_ROUNDS_PAGE_MAX, "rounds")
@@ -400,10 +402,10 @@ class ReadModels:
             gaming_day = stored_gaming_day(curs, self._days)
             table = _reported_table(curs, q("tables"), table_id)
             curs.execute(SQL("SELECT rounds_listed_after FROM {}").format(q("settings")))
-            listed = curs.fetchone()
+            settings = curs.fetchone()
             curs.execute(SQL("SELECT * FROM {} WHERE table_id = %s AND gaming_day = %s").format(
                 q("days")), (table_id, day))
-            figures = curs.fetchone()
+            day_row = curs.fetchone()
             curs.execute(SQL("SELECT count(*) AS rounds, {} FROM {} WHERE table_id = %s "
                              "AND gaming_day = %s").format(
                 SQL(", ").join(SQL("coalesce(sum({0}), 0) AS {0}").format(Identifier(c))
@@ -416,12 +418,12 @@ class ReadModels:
                 q("round_days"), self._rounds.qualified("rounds")),
                 (table_id, day, after or 0, limit + 1))
             rows = curs.fetchall()
-        assert listed is not None
+        assert settings is not None
         assert sums is not None
         starts, ends = gaming_day.bounds(day)
-        since = listed["rounds_listed_after"]
+        since = settings["rounds_listed_after"]
         complete = since is None or since <= starts
-        totals = {name: (figures[name] if figures is not None else 0) for name in COUNTERS}
+        totals = {name: (day_row[name] if day_row is not None else 0) for name in COUNTERS}
         if complete and any(int(sums[name]) != totals[name] for name in COUNTERS):
             raise InvariantBroken(f"table {table_id} on {day}: the day's figures are not the "
                                   "sums of its rounds' (R-M4)")
@@ -433,6 +435,7 @@ class ReadModels:
                 "currency": table["currency"], "gaming_day": day.isoformat(),
                 "starts_at": _iso(starts), "ends_at": _iso(ends), "complete": complete,
                 "rounds_listed": int(sums["rounds"]),
+                "last_notification_id": day_row["last_notification_id"] if day_row else None,
                 "figures": _figures(f"table {table_id} on {day}", totals),
                 "items": [_round_day_json(row) for row in page], "next_cursor": next_cursor}
 
@@ -444,7 +447,9 @@ class ReadModels:
         cash-outs per currency and per cashier, and the movements behind them in time order,
         one keyset page at a time. Where the view lists every movement (``complete``), each
         account moved that day is checked: its movements of all days sum to what its balance
-        says was bought in and cashed out."""
+        says was bought in and cashed out. Each page gives the day's last movement counted
+        (``last_notification_id``): a walk whose pages differ in it spans a change of the
+        day."""
         _check_day(day, "day")
         _check_limit(limit, CASHIER_PAGE_MAX, "movements")
         of = _filtered("cashier", day)
@@ -455,15 +460,16 @@ class ReadModels:
             starts, ends = stored_gaming_day(curs, self._days).bounds(day)
             curs.execute(SQL("SELECT cashier_listed_after FROM {}").format(
                 self._balances.qualified("settings")))
-            listed = curs.fetchone()
-            since = listed["cashier_listed_after"] if listed is not None else None
+            settings = curs.fetchone()
+            since = settings["cashier_listed_after"] if settings is not None else None
             complete = since is None or since <= starts
             curs.execute(SQL(
                 "SELECT currency, cashier, "
                 "count(*) FILTER (WHERE kind = {buy}) AS buy_ins, "
                 "coalesce(sum(amount) FILTER (WHERE kind = {buy}), 0) AS bought_in, "
                 "count(*) FILTER (WHERE kind = {cash}) AS cash_outs, "
-                "coalesce(sum(amount) FILTER (WHERE kind = {cash}), 0) AS cashed_out "
+                "coalesce(sum(amount) FILTER (WHERE kind = {cash}), 0) AS cashed_out, "
+                "max(notification_id) AS last_notification_id "
                 "FROM {} WHERE at >= %s AND at < %s GROUP BY currency, cashier "
                 "ORDER BY currency, cashier").format(
                 cashier, buy=Literal(BUY_IN), cash=Literal(CASH_OUT)), (starts, ends))
@@ -514,6 +520,8 @@ class ReadModels:
                              for g in by_cashier],
                 "movements_listed": sum(t["buy_ins"] + t["cash_outs"]
                                         for t in currencies.values()),
+                "last_notification_id": max((g["last_notification_id"] for g in by_cashier),
+                                            default=None),
                 "items": [_movement_json(row) for row in page], "next_cursor": next_cursor}
 
     # -------------------------------------------------------------- positions
@@ -698,7 +706,7 @@ def _balanced(what: str, counts: Mapping[str, int]) -> None:
 
 
 def _figures(what: str, counts: Mapping[str, int]) -> dict[str, int]:
-    """A day's counters as the list of its rounds gives them, checked."""
+    """A day's counters, checked, as the list of its rounds answers them."""
     _balanced(what, counts)
     return {name: counts[name] for name in COUNTERS if name != "open_delta"}
 

@@ -121,14 +121,16 @@ class TableDaysView(View):
                 # A day's rounds in the order the view first counted them, paged by keyset.
                 "CREATE UNIQUE INDEX {by_first} ON {round_days} "
                 "(table_id, gaming_day, first_notification_id); "
-                # After the latest event counted, whichever clock ran ahead.
-                "UPDATE {settings} SET rounds_listed_after = greatest(now(), applied_until) "
+                # After the latest event counted, whichever clock ran ahead: the end of the
+                # last day counted (applied_until is NULL in a view made before it).
+                "UPDATE {settings} SET rounds_listed_after = greatest(now(), applied_until, "
+                "(SELECT ((max(gaming_day) + 1) + day_start) AT TIME ZONE tz FROM {days})) "
                 "WHERE EXISTS "
                 "(SELECT 1 FROM {tracking} WHERE notification_id > 0); "
                 "END IF; END $$").format(
                 schema=Literal(self.datastore.schema), name=Literal(self.name_of("round_days")),
                 round_days=q("round_days"), by_first=Identifier(self.name_of("round_days_first")),
-                settings=q("settings"), tracking=q("tracking")),
+                settings=q("settings"), tracking=q("tracking"), days=q("days")),
         ]
 
 
@@ -160,24 +162,10 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
             q("intervals"))
         self._close = SQL("UPDATE {} SET closed_at = %s WHERE table_id = %s AND closed_at IS NULL"
                           ).format(q("intervals"))
-        # A day's counters add up (upsert_rows would replace them), on a two-column key.
-        self._upsert_day = SQL(
-            "INSERT INTO {0} AS d ({1}) VALUES ({2}) ON CONFLICT (table_id, gaming_day) "
-            "DO UPDATE SET {3}, last_notification_id = EXCLUDED.last_notification_id").format(
-            q("days"), SQL(", ").join(map(Identifier, _DAY_COLUMNS)),
-            SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in _DAY_COLUMNS),
-            SQL(", ").join(SQL("{0} = d.{0} + EXCLUDED.{0}").format(Identifier(c))
-                           for c in COUNTERS))
-        # A round's counters on a day add up too, on a three-column key; its first counted
-        # notification there stays.
-        self._upsert_round_day = SQL(
-            "INSERT INTO {0} AS d ({1}) VALUES ({2}) "
-            "ON CONFLICT (table_id, gaming_day, round_id) "
-            "DO UPDATE SET {3}, last_notification_id = EXCLUDED.last_notification_id").format(
-            q("round_days"), SQL(", ").join(map(Identifier, _ROUND_DAY_COLUMNS)),
-            SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in _ROUND_DAY_COLUMNS),
-            SQL(", ").join(SQL("{0} = d.{0} + EXCLUDED.{0}").format(Identifier(c))
-                           for c in COUNTERS))
+        self._upsert_day = _adding(q("days"), _DAY_COLUMNS, ("table_id", "gaming_day"))
+        # A round's first counted notification on a day stays.
+        self._upsert_round_day = _adding(q("round_days"), _ROUND_DAY_COLUMNS,
+                                         ("table_id", "gaming_day", "round_id"))
         self._applied_until = SQL("UPDATE {} SET applied_until = greatest(applied_until, %s)"
                                   ).format(q("settings"))
 
@@ -192,8 +180,8 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
         touched_tables: dict[UUID, dict[str, Any]] = {}
         touched_rounds: dict[UUID, dict[str, Any]] = {}
 
-        def counters(round_row: dict[str, Any], at: datetime, item: Item
-                     ) -> tuple[dict[str, Any], dict[str, Any]]:
+        def counted_in(round_row: dict[str, Any], at: datetime, item: Item
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
             """The counters of the gaming day of ``at`` at the round's table, and of the
             round on that day, the item noted in both."""
             table_id, day = round_row["table_id"], gaming_day.day_of(at)
@@ -222,14 +210,14 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
             row = versioned("round", rounds.get(key), item, fresh)
             rounds[key] = touched_rounds[key] = row
             if created:
-                for counts in counters(row, event.timestamp, item):
+                for counts in counted_in(row, event.timestamp, item):
                     counts["rounds_played"] += 1
                     counts["open_delta"] += 1
             elif isinstance(event, Round.Recorded):
                 fact = event.fact()
                 money = money_of(fact)
                 if money != NONE or isinstance(fact, _ENDS):
-                    for counts in counters(row, event.timestamp, item):
+                    for counts in counted_in(row, event.timestamp, item):
                         _count(counts, fact, money, item)
         if touched_tables:
             curs.executemany(self._upsert_table, list(touched_tables.values()))
@@ -237,6 +225,7 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
             curs.executemany(self._upsert_round, list(touched_rounds.values()))
         if days:
             curs.executemany(self._upsert_day, list(days.values()))
+        if round_days:
             curs.executemany(self._upsert_round_day, list(round_days.values()))
         counted = [i.event.timestamp for i in items if i.event is not None]
         if counted:
@@ -255,6 +244,18 @@ class TableDaysProjection(BatchProjection[TableDaysView]):
                 raise InvariantBroken(f"table {item.originator_id} closed while not open "
                                       f"(notification {item.notification_id})")
         return row
+
+
+def _adding(table: Identifier, columns: Sequence[str], key: Sequence[str]) -> Composed:
+    """Insert a row of ``columns``, or add its counters to those of the row with its ``key``
+    (``upsert_rows`` would replace them), noting its last notification."""
+    return SQL("INSERT INTO {0} AS d ({1}) VALUES ({2}) ON CONFLICT ({3}) "
+               "DO UPDATE SET {4}, last_notification_id = EXCLUDED.last_notification_id").format(
+        table, SQL(", ").join(map(Identifier, columns)),
+        SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in columns),
+        SQL(", ").join(map(Identifier, key)),
+        SQL(", ").join(SQL("{0} = d.{0} + EXCLUDED.{0}").format(Identifier(c))
+                       for c in COUNTERS))
 
 
 def _count(counts: dict[str, Any], fact: f.Fact, money: Money, item: Item) -> None:

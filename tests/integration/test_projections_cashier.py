@@ -78,6 +78,7 @@ def test_a_days_buy_ins_and_cash_outs_per_currency_and_cashier(desk: Desk,
     assert [(m["kind"], m["player"], m["amount"]) for m in monday["items"]] == [
         ("buy_in", "P1", FUNDS), ("buy_in", "P2", FUNDS), ("cash_out", "P1", 50)]
     assert monday["movements_listed"] == 3
+    assert monday["last_notification_id"] == max(m["notification_id"] for m in monday["items"])
     tuesday = reads.cashier_day(date(2025, 3, 4))
     assert tuesday["currencies"] == [
         {"currency": "EUR", **totals(buy_ins=1, bought_in=70, cash_outs=0, cashed_out=0)},
@@ -88,7 +89,8 @@ def test_a_days_buy_ins_and_cash_outs_per_currency_and_cashier(desk: Desk,
     statement = desk.casino.ledger.account_entries("P3")["items"]
     assert (cash_out["cashier"], cash_out["version"]) == ("cashier", statement[-1]["version"])
     wednesday = reads.cashier_day(date(2025, 3, 5))
-    assert (wednesday["currencies"], wednesday["items"]) == ([], [])
+    assert (wednesday["currencies"], wednesday["items"], wednesday["last_notification_id"]) == (
+        [], [], None)
 
 
 def test_a_days_movements_come_a_page_at_a_time_under_that_day_s_cursor(

@@ -371,3 +371,46 @@ def test_a_view_made_before_rounds_were_listed_says_which_days_lists_are_whole(
         tuesday = listed(reads, week.table, date(2025, 3, 4))
     assert tuesday["complete"]
     assert [UUID(r["round_id"]) for r in tuesday["items"]] == [week.at_start, week.overnight]
+
+
+def test_a_view_upgraded_after_counting_days_ahead_of_the_database_clock_lists_them_as_partial(
+        week: Week, env: Env) -> None:
+    # A server whose clock ran ahead stamped a round two days on, and a view made before
+    # applied_until was kept counted it: marked as listed from the database's now(), that day
+    # said it was complete, and its figures, without a round behind them, a broken invariant.
+    week.clock.set(datetime.now(UTC) + timedelta(days=2))
+    ahead = week.casino.simple_round(week.table)
+    with engine(env) as e:
+        e.catch_up(50)
+    with connect(env) as conn:
+        conn.execute("DROP TABLE table_days_round_days")
+        conn.execute("ALTER TABLE table_days_settings DROP COLUMN rounds_listed_after, "
+                     "DROP COLUMN applied_until")
+    with engine(env) as e:
+        e.catch_up(50)
+    day = GamingDay("America/New_York", time(6)).day_of(week.clock.now)
+    with ReadModels(env) as reads:
+        listed_ahead = listed(reads, week.table, day)
+        assert (listed_ahead["complete"], listed_ahead["items"]) == (False, [])
+        assert listed_ahead["figures"]["rounds_played"] == 1
+        week.clock.set(week.clock.now + timedelta(days=1))  # the day after is listed whole
+        later = week.casino.simple_round(week.table)
+        with engine(env) as e:
+            e.catch_up(50)
+        after = listed(reads, week.table, day + timedelta(days=1))
+    assert after["complete"]
+    assert [UUID(r["round_id"]) for r in after["items"]] == [later]
+    assert ahead != later
+
+
+def test_a_walk_of_a_days_rounds_shows_when_the_day_changed_under_it(
+        week: Week, env: Env, reads: ReadModels) -> None:
+    tuesday = date(2025, 3, 4)
+    first = listed(reads, week.table, tuesday, limit=1)
+    week.clock.set(local(4, 23))  # a ruling still on Tuesday's gaming day
+    week.casino.do("record_ruling", week.at_start, "paid short", [2], {"P1": 10})
+    with engine(env) as e:
+        e.catch_up(50)
+    second = listed(reads, week.table, tuesday, limit=1, cursor=first["next_cursor"])
+    assert second["last_notification_id"] > first["last_notification_id"]
+    assert second["figures"]["rulings"] == first["figures"]["rulings"] + 1
