@@ -237,17 +237,19 @@ class HousePageSchema(Out):
     next_cursor = fields.String(required=True, allow_none=True)
 
 
-class TableDaySchema(Out):
-    table_id = fields.String(required=True, metadata={"format": "uuid"})
-    table_name = fields.String(required=True, allow_none=True)
-    currency = fields.String(required=True, allow_none=True)
+class _GamingDaySchema(Out):
     gaming_day = fields.String(required=True, metadata={"format": "date"})
     starts_at = fields.String(required=True, metadata={"format": "date-time"})
     ends_at = fields.String(required=True, metadata={"format": "date-time"})
-    no_activity = fields.Boolean(required=True, metadata={
-        "description": "The table was open on the day (as far as the view has read the log), "
-                       "and no round started, settled or was voided and no chips moved; a "
-                       "round dealt the day before may have been played on in it."})
+
+
+class _TableGamingDaySchema(_GamingDaySchema):
+    table_id = fields.String(required=True, metadata={"format": "uuid"})
+    table_name = fields.String(required=True, allow_none=True)
+    currency = fields.String(required=True, allow_none=True)
+
+
+class _DayCountsSchema(Out):
     rounds_played = fields.Integer(required=True)
     rounds_settled = fields.Integer(required=True)
     rounds_voided = fields.Integer(required=True)
@@ -258,20 +260,20 @@ class TableDaySchema(Out):
         "description": f"Over the day's rounds, voided ones included: {PAID}"})
     house_win = fields.Integer(required=True, metadata={
         "description": f"Over the day's rounds: {HOUSE_RESULT}"})
+
+
+class TableDaySchema(_TableGamingDaySchema, _DayCountsSchema):
+    no_activity = fields.Boolean(required=True, metadata={
+        "description": "The table was open on the day (as far as the view has read the log), "
+                       "and no round started, settled or was voided and no chips moved; a "
+                       "round dealt the day before may have been played on in it."})
     held_at_day_end = fields.Integer(required=True, metadata={
         "description": "Chips the table's rounds held at the day's end: staked - paid_out - "
                        "house_win over every day so far."})
     open_rounds_at_day_end = fields.Integer(required=True)
 
 
-class DayFiguresSchema(Out):
-    rounds_played = fields.Integer(required=True)
-    rounds_settled = fields.Integer(required=True)
-    rounds_voided = fields.Integer(required=True)
-    rulings = fields.Integer(required=True)
-    staked = fields.Integer(required=True, metadata={"description": STAKED})
-    paid_out = fields.Integer(required=True, metadata={"description": PAID})
-    house_win = fields.Integer(required=True, metadata={"description": HOUSE_RESULT})
+class DayFiguresSchema(_DayCountsSchema):
     held_delta = fields.Integer(required=True, metadata={
         "description": "Chips the table's rounds held more at the day's end than at its start: "
                        "staked - paid_out - house_win."})
@@ -301,13 +303,7 @@ class DayRoundSchema(Out):
         "description": "The round's last event counted on this day so far."})
 
 
-class DayRoundPageSchema(Out):
-    table_id = fields.String(required=True, metadata={"format": "uuid"})
-    table_name = fields.String(required=True, allow_none=True)
-    currency = fields.String(required=True, allow_none=True)
-    gaming_day = fields.String(required=True, metadata={"format": "date"})
-    starts_at = fields.String(required=True, metadata={"format": "date-time"})
-    ends_at = fields.String(required=True, metadata={"format": "date-time"})
+class DayRoundPageSchema(_TableGamingDaySchema):
     complete = fields.Boolean(required=True, metadata={
         "description": "Whether every round the day's figures count is listed, and their sums "
                        "were checked against the figures (R-M4). False for a day that began "
@@ -358,10 +354,7 @@ class CashierMovementSchema(Out):
     notification_id = fields.Integer(required=True)
 
 
-class CashierDaySchema(Out):
-    gaming_day = fields.String(required=True, metadata={"format": "date"})
-    starts_at = fields.String(required=True, metadata={"format": "date-time"})
-    ends_at = fields.String(required=True, metadata={"format": "date-time"})
+class CashierDaySchema(_GamingDaySchema):
     complete = fields.Boolean(required=True, metadata={
         "description": "Whether every buy-in and cash-out of the day is counted. False for a "
                        "day that began before the reports were upgraded to keep them, until "

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -13,20 +12,22 @@ from ledger.errors import InvariantBroken, QueryRefused
 from projections.queries import ReadModels
 from projections.rebuild import rebuild
 from projections.settings import GamingDay
-from tests.integration.test_projections_support import Casino, Clock, Env, connect, engine
+from tests.integration.test_projections_support import (
+    Casino,
+    Clock,
+    Env,
+    connect,
+    engine,
+    new_york_days,
+)
+from tests.integration.test_projections_support import new_york as local
 
-NEW_YORK = ZoneInfo("America/New_York")
 FUNDS = 10_000_000
-
-
-def local(day: int, hour: int, minute: int = 0) -> datetime:
-    return datetime(2025, 3, day, hour, minute, tzinfo=NEW_YORK)
 
 
 @pytest.fixture
 def env(postgres_env: Callable[[], Env]) -> Env:
-    return {**postgres_env(), "PITBOSS_GAMING_DAY_TZ": "America/New_York",
-            "PITBOSS_GAMING_DAY_START": "06:00"}
+    return new_york_days(postgres_env())
 
 
 class Desk:

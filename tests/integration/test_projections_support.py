@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import count
 from typing import Any
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 import psycopg
 from psycopg import sql
@@ -43,6 +44,20 @@ class Clock:
 
     def set(self, now: datetime) -> None:
         self.now = now
+
+
+NEW_YORK = ZoneInfo("America/New_York")
+
+
+def new_york(day: int, hour: int, minute: int = 0) -> datetime:
+    """A moment of March 2025 in New York (the clocks go forward on Sunday 9 March)."""
+    return datetime(2025, 3, day, hour, minute, tzinfo=NEW_YORK)
+
+
+def new_york_days(env: Env) -> Env:
+    """``env`` with gaming days that start at 06:00 in New York."""
+    return {**env, "PITBOSS_GAMING_DAY_TZ": "America/New_York",
+            "PITBOSS_GAMING_DAY_START": "06:00"}
 
 
 class Casino:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from uuid import UUID
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import available_timezones
 
 import pytest
 
@@ -21,19 +21,21 @@ from projections.queries import ReadModels
 from projections.rebuild import rebuild
 from projections.settings import DAY_MAX, DAY_MIN, GamingDay, ProjectionSetupError
 from projections.worker import run_worker
-from tests.integration.test_projections_support import Casino, Clock, Env, connect, engine
-
-NEW_YORK = ZoneInfo("America/New_York")
-
-
-def local(day: int, hour: int, minute: int = 0) -> datetime:
-    return datetime(2025, 3, day, hour, minute, tzinfo=NEW_YORK)
+from tests.integration.test_projections_support import (
+    NEW_YORK,
+    Casino,
+    Clock,
+    Env,
+    connect,
+    engine,
+    new_york_days,
+)
+from tests.integration.test_projections_support import new_york as local
 
 
 @pytest.fixture
 def env(postgres_env: Callable[[], Env]) -> Env:
-    return {**postgres_env(), "PITBOSS_GAMING_DAY_TZ": "America/New_York",
-            "PITBOSS_GAMING_DAY_START": "06:00"}
+    return new_york_days(postgres_env())
 
 
 class Week:
