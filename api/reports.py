@@ -6,6 +6,7 @@ to date a moment behind the ledger; ``GET /audit/projections`` tells by how many
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from uuid import UUID
 
@@ -95,13 +96,28 @@ class HouseQuerySchema(Schema):
 
 
 _days = validate.Range(DAY_MIN, DAY_MAX)
+_DAY = "A gaming day is a calendar date written as 2025-03-01."
+_DAY_FORMAT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+class _Day(fields.Date):
+    """A date as the document writes one, 2025-03-01 (Python's parser takes 20250301 too)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if not isinstance(value, str) or not _DAY_FORMAT.fullmatch(value):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+def _day(description: str, **kwargs: Any) -> fields.Date:
+    return _Day(required=True, validate=_days, error_messages={"invalid": _DAY},
+                metadata={"description": description}, **kwargs)
 
 
 class DayRangeQuerySchema(Schema):
-    day_from = fields.Date(required=True, data_key="from", validate=_days, metadata={
-        "description": "The first gaming day, e.g. 2025-03-01."})
-    day_to = fields.Date(required=True, data_key="to", validate=_days, metadata={
-        "description": f"The last gaming day (included); at most {DAY_RANGE_MAX_DAYS} days."})
+    day_from = _day("The first gaming day, e.g. 2025-03-01.", data_key="from")
+    day_to = _day(f"The last gaming day (included); at most {DAY_RANGE_MAX_DAYS} days.",
+                  data_key="to")
 
     @validates_schema
     def _range(self, data: dict[str, Any], **_: Any) -> None:
@@ -114,19 +130,14 @@ class DayRangeQuerySchema(Schema):
                                       "to")
 
 
-def _day() -> fields.Date:
-    return fields.Date(required=True, validate=_days, metadata={
-        "description": "The gaming day, e.g. 2025-03-01."})
-
-
 class DayRoundsQuerySchema(Schema):
-    day = _day()
+    day = _day("The gaming day, e.g. 2025-03-01.")
     limit = page_limit(100, DAY_ROUNDS_PAGE_MAX)
     cursor = _cursor()
 
 
 class CashierQuerySchema(Schema):
-    day = _day()
+    day = _day("The gaming day, e.g. 2025-03-01.")
     limit = page_limit(100, CASHIER_PAGE_MAX)
     cursor = _cursor()
 

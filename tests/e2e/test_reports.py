@@ -203,6 +203,13 @@ def test_a_report_range_is_checked(http, make_app):
                                                           "limit")):
         assert field in problem_of(http.get(f"{path}/rounds", **query), 422)["errors"]
     assert problem_of(http.get(f"{path}/rounds", day="2025-01-01"), 404)["rule"] is None
+    # Written as the document says: 20250301 was taken (Python's parser reads it) as were
+    # 2025-W10-1 and 2025-060.
+    for written in ("20250301", "2025-W10-1", "2025-060"):
+        said = problem_of(http.get("/audit/cashier", day=written), 422)["errors"]
+        assert said == {"day": ["A gaming day is a calendar date written as 2025-03-01."]}
+        assert "from" in problem_of(http.get(path, **{"from": written, "to": "2025-03-02"}),
+                                    422)["errors"]
 
 
 def test_a_nul_character_anywhere_is_a_422_not_a_database_error(http):
