@@ -367,10 +367,11 @@ class CashierMovementSchema(Out):
 
 class CashierDaySchema(_GamingDaySchema):
     complete = fields.Boolean(required=True, metadata={
-        "description": "Whether every buy-in and cash-out of the day is counted. False for a "
-                       "day that began before the reports were upgraded to keep them, until "
-                       "balances is rebuilt (pitboss rebuild balances). Totals and list alike "
-                       "go as far as the view has read the log (GET /audit/projections)."})
+        "description": "Whether every buy-in and cash-out of the day is listed. False on every "
+                       "day for a balances view made before the desk was kept, which lists "
+                       "only the movements it counted since, until it is rebuilt (pitboss "
+                       "rebuild balances). Totals and list alike go as far as the view has "
+                       "read the log (GET /audit/projections)."})
     currencies = fields.List(fields.Nested(CashierTotalsSchema), required=True, metadata={
         "description": "The day's totals per currency."})
     cashiers = fields.List(fields.Nested(CashierSchema), required=True, metadata={

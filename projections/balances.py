@@ -5,12 +5,15 @@ in and cashed out, the aggregate version and the notification id of the last eve
 Each table is also a row of a second table (``balances_tables``: its id, name, currency and
 house account id), so the house's result per table is one join of the two.
 
-Every buy-in and cash-out is also a row of ``balances_cashier``: when, whose, how much, in which
-currency, and the cashier (the key holder) who recorded it, indexed by time, so that a gaming
-day's cashier figures, and the movements behind them, come from one index range whatever the
-day's bounds (:meth:`projections.queries.ReadModels.cashier_day`). A view made by an earlier
-version has no such rows for what it had counted: ``balances_settings.cashier_listed_after``
-(the moment the part was made) tells which days are whole; a rebuild fills in the rest.
+Every buy-in and cash-out is also a row of ``balances_movements``: when, whose, how much, in
+which currency, the cashier (the key holder) who recorded it, and the account's totals bought
+in and cashed out after it, indexed by time, so that a gaming day's figures at the cashier's
+desk, and the movements behind them, come from one index range whatever the day's bounds
+(:meth:`projections.queries.ReadModels.cashier_day`); the totals let a reader check each
+movement against the one before it and the account's balance without summing its history. A
+view made by an earlier version has no such rows for what it had counted:
+``balances_settings.movements_listed_after`` (the moment the part was made) says so, until a
+rebuild fills them in.
 
 The figures follow the account events exactly as :class:`ledger.aggregates.account.Account`
 applies them, and the same invariants are checked again here (R-M3): a player never below
@@ -49,7 +52,7 @@ _STREAMS = (ACCOUNT_STREAM, Table.Created.TOPIC)
 
 class BalancesView(View):
     base = "balances"
-    parts = ("accounts", "tables", "settings", "cashier")
+    parts = ("accounts", "tables", "settings", "movements")
 
     def create_statements(self) -> list[Composed]:
         accounts, tables = self.qualified("accounts"), self.qualified("tables")
@@ -72,28 +75,29 @@ class BalancesView(View):
                 "house_account_id uuid NOT NULL UNIQUE)").format(tables),
             # Pages of house results in table name order.
             self.added_index(self.name_of("tables") + "_name", "tables", "name, table_id"),
-            # When the cashier part was made for a view that had counted events already: the
-            # days up to then are not all listed in it (NULL: every day is).
+            # When the movements part was made for a view that had counted events already:
+            # the movements before are not in it (no row: every movement is).
             SQL("CREATE TABLE IF NOT EXISTS {} (singleton boolean PRIMARY KEY DEFAULT true "
-                "CHECK (singleton), cashier_listed_after timestamptz)").format(
+                "CHECK (singleton), movements_listed_after timestamptz)").format(
                 self.qualified("settings")),
             SQL("DO $$ BEGIN IF to_regclass(quote_ident({schema}) || '.' || quote_ident({name})) "
                 "IS NULL THEN "
-                "CREATE TABLE {cashier} (account_id uuid NOT NULL, version bigint NOT NULL, "
+                "CREATE TABLE {movements} (account_id uuid NOT NULL, version bigint NOT NULL, "
                 "notification_id bigint NOT NULL, at timestamptz NOT NULL, "
                 "kind text NOT NULL, owner text NOT NULL, currency text NOT NULL, "
                 "amount bigint NOT NULL, cashier text NOT NULL, request_id text NOT NULL, "
+                "bought_in_after bigint NOT NULL, cashed_out_after bigint NOT NULL, "
                 "PRIMARY KEY (account_id, version), "
                 "CONSTRAINT known_kind CHECK (kind IN ('buy_in', 'cash_out')), "
                 "CONSTRAINT amount_positive CHECK (amount > 0)); "
                 # A day's movements in time order, paged by keyset.
-                "CREATE UNIQUE INDEX {by_time} ON {cashier} (at, notification_id); "
-                "INSERT INTO {settings} (cashier_listed_after) SELECT now() WHERE EXISTS "
+                "CREATE UNIQUE INDEX {by_time} ON {movements} (at, notification_id); "
+                "INSERT INTO {settings} (movements_listed_after) SELECT now() WHERE EXISTS "
                 "(SELECT 1 FROM {tracking} WHERE notification_id > 0); "
                 "END IF; END $$").format(
-                schema=Literal(self.datastore.schema), name=Literal(self.name_of("cashier")),
-                cashier=self.qualified("cashier"),
-                by_time=Identifier(self.name_of("cashier_by_time")),
+                schema=Literal(self.datastore.schema), name=Literal(self.name_of("movements")),
+                movements=self.qualified("movements"),
+                by_time=Identifier(self.name_of("movements_by_time")),
                 settings=self.qualified("settings"), tracking=self.qualified("tracking")),
         ]
 
@@ -102,8 +106,9 @@ _COLUMNS = ("account_id", "owner", "kind", "currency", "available", "held", "bou
             "cashed_out", "version", "last_notification_id")
 _CHANGING = ("available", "held", "bought_in", "cashed_out", "version", "last_notification_id")
 BUY_IN, CASH_OUT = "buy_in", "cash_out"
-_CASHIER_COLUMNS = ("account_id", "version", "notification_id", "at", "kind", "owner",
-                    "currency", "amount", "cashier", "request_id")
+_MOVEMENT_COLUMNS = ("account_id", "version", "notification_id", "at", "kind", "owner",
+                     "currency", "amount", "cashier", "request_id", "bought_in_after",
+                     "cashed_out_after")
 
 
 class BalancesProjection(BatchProjection[BalancesView]):
@@ -122,16 +127,16 @@ class BalancesProjection(BatchProjection[BalancesView]):
             "INSERT INTO {} (table_id, name, currency, house_account_id) "
             "VALUES (%s, %s, %s, %s) ON CONFLICT (table_id) DO NOTHING").format(
             view.qualified("tables"))
-        self._insert_cashier = SQL("INSERT INTO {} ({}) VALUES ({})").format(
-            view.qualified("cashier"), SQL(", ").join(map(Identifier, _CASHIER_COLUMNS)),
-            SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in _CASHIER_COLUMNS))
+        self._insert_movement = SQL("INSERT INTO {} ({}) VALUES ({})").format(
+            view.qualified("movements"), SQL(", ").join(map(Identifier, _MOVEMENT_COLUMNS)),
+            SQL(", ").join(SQL("%({})s").format(SQL(c)) for c in _MOVEMENT_COLUMNS))
 
     def apply(self, curs: Curs, items: Sequence[Item]) -> None:
         # Opened accounts too, so an account opened again in a later batch is caught.
         rows = load_rows(curs, self._select, "account_id", aggregate_ids(items, ACCOUNT_STREAM))
         touched: dict[UUID, dict[str, Any]] = {}
         tables: list[tuple[UUID, str, str, UUID]] = []
-        cashier: list[dict[str, Any]] = []
+        movements: list[dict[str, Any]] = []
         for item in items:
             event = item.event
             if isinstance(event, Table.Created):
@@ -141,18 +146,19 @@ class BalancesProjection(BatchProjection[BalancesView]):
             row = _applied(rows.get(item.originator_id), item)
             rows[item.originator_id] = touched[item.originator_id] = row
             if isinstance(event, Account.BoughtIn | Account.CashedOut):
-                cashier.append({
+                movements.append({
                     "account_id": item.originator_id, "version": item.originator_version,
                     "notification_id": item.notification_id, "at": event.timestamp,
                     "kind": BUY_IN if isinstance(event, Account.BoughtIn) else CASH_OUT,
                     "owner": row["owner"], "currency": row["currency"], "amount": event.amount,
-                    "cashier": event.actor, "request_id": event.request_id})
+                    "cashier": event.actor, "request_id": event.request_id,
+                    "bought_in_after": row["bought_in"], "cashed_out_after": row["cashed_out"]})
         if touched:
             curs.executemany(self._upsert, list(touched.values()))
         if tables:
             curs.executemany(self._upsert_table, tables)
-        if cashier:
-            curs.executemany(self._insert_cashier, cashier)
+        if movements:
+            curs.executemany(self._insert_movement, movements)
 
 
 def _applied(row: dict[str, Any] | None, item: Item) -> dict[str, Any]:

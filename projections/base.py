@@ -140,6 +140,12 @@ class View(PostgresTrackingRecorder):
                        self.qualified(part), SQL(columns),
                        SQL(f" WHERE {where}" if where else ""))
 
+    def missing_parts(self) -> list[str]:
+        """The names of this view's tables that do not exist (yet)."""
+        with self.datastore.transaction(commit=False) as curs:
+            return [self.name_of(part) for part in ("tracking", *self.parts)
+                    if not table_exists(curs, self.qualified(part))]
+
     def drop(self) -> None:
         with self.datastore.transaction(commit=True) as curs:
             # The tracking table first: the order a batch locks them in (no deadlock with one).

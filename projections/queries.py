@@ -445,24 +445,23 @@ class ReadModels:
                     cursor: str | None = None) -> dict[str, Any]:
         """The cashier's desk on one gaming day (the table/day report's bounds): buy-ins and
         cash-outs per currency and per cashier, and the movements behind them in time order,
-        one keyset page at a time. Where the view lists every movement (``complete``), each
-        account moved that day is checked: its movements of all days sum to what its balance
-        says was bought in and cashed out. Each page gives the day's last movement counted
-        (``last_notification_id``): a walk whose pages differ in it spans a change of the
-        day."""
+        one keyset page at a time. ``complete``: the view holds every movement (not one made
+        by an earlier version, until it is rebuilt). Each movement of a page is checked (R-M4):
+        its account's totals after it are those after the movement before it (from nothing,
+        where the view holds every movement) with its amount added, and its account's last
+        movement leaves the totals its balance counts. Each page gives the day's last movement
+        counted (``last_notification_id``): a walk whose pages differ in it spans a change of
+        the day."""
         _check_day(day, "day")
         _check_limit(limit, CASHIER_PAGE_MAX, "movements")
         of = _filtered("cashier", day)
         after = None if cursor is None else self._cursors.decode(cursor, of, _moment_key)
-        cashier, accounts = self._balances.qualified("cashier"), self._balances.qualified(
-            "accounts")
+        movements = self._balances.qualified("movements")
         with self._read() as curs:
             starts, ends = stored_gaming_day(curs, self._days).bounds(day)
-            curs.execute(SQL("SELECT cashier_listed_after FROM {}").format(
+            curs.execute(SQL("SELECT movements_listed_after FROM {}").format(
                 self._balances.qualified("settings")))
-            settings = curs.fetchone()
-            since = settings["cashier_listed_after"] if settings is not None else None
-            complete = since is None or since <= starts
+            complete = curs.fetchone() is None
             curs.execute(SQL(
                 "SELECT currency, cashier, "
                 "count(*) FILTER (WHERE kind = {buy}) AS buy_ins, "
@@ -472,34 +471,24 @@ class ReadModels:
                 "max(notification_id) AS last_notification_id "
                 "FROM {} WHERE at >= %s AND at < %s GROUP BY currency, cashier "
                 "ORDER BY currency, cashier").format(
-                cashier, buy=Literal(BUY_IN), cash=Literal(CASH_OUT)), (starts, ends))
+                movements, buy=Literal(BUY_IN), cash=Literal(CASH_OUT)), (starts, ends))
             by_cashier = curs.fetchall()
-            mismatched: list[dict[str, Any]] = []
-            if since is None:  # R-M4, read side: the movements are what the balances count
-                curs.execute(SQL(
-                    "SELECT a.owner, a.bought_in, a.cashed_out, m.bought_in AS listed_in, "
-                    "m.cashed_out AS listed_out FROM {accounts} AS a JOIN ("
-                    "SELECT account_id, "
-                    "coalesce(sum(amount) FILTER (WHERE kind = {buy}), 0) AS bought_in, "
-                    "coalesce(sum(amount) FILTER (WHERE kind = {cash}), 0) AS cashed_out "
-                    "FROM {cashier} WHERE account_id IN (SELECT account_id FROM {cashier} "
-                    "WHERE at >= %s AND at < %s) GROUP BY account_id) AS m "
-                    "ON m.account_id = a.account_id "
-                    "WHERE (a.bought_in, a.cashed_out) <> (m.bought_in, m.cashed_out) "
-                    "LIMIT 1").format(accounts=accounts, cashier=cashier, buy=Literal(BUY_IN),
-                                      cash=Literal(CASH_OUT)), (starts, ends))
-                mismatched = curs.fetchall()
-            keyset = SQL("AND (at, notification_id) > (%s, %s) " if after else "")
-            curs.execute(SQL("SELECT * FROM {} WHERE at >= %s AND at < %s {}"
-                             "ORDER BY at, notification_id LIMIT %s").format(cashier, keyset),
-                         (starts, ends, *(after or ()), limit + 1))
+            keyset = SQL("AND (m.at, m.notification_id) > (%s, %s) " if after else "")
+            curs.execute(SQL(
+                "SELECT m.*, b.bought_in_after AS before_in, b.cashed_out_after AS before_out, "
+                "l.bought_in_after AS last_in, l.cashed_out_after AS last_out, "
+                "a.bought_in AS balance_in, a.cashed_out AS balance_out FROM {movements} AS m "
+                "LEFT JOIN LATERAL (SELECT bought_in_after, cashed_out_after FROM {movements} "
+                "WHERE account_id = m.account_id AND version < m.version "
+                "ORDER BY version DESC LIMIT 1) AS b ON true "
+                "CROSS JOIN LATERAL (SELECT bought_in_after, cashed_out_after FROM {movements} "
+                "WHERE account_id = m.account_id ORDER BY version DESC LIMIT 1) AS l "
+                "LEFT JOIN {accounts} AS a ON a.account_id = m.account_id "
+                "WHERE m.at >= %s AND m.at < %s {keyset}"
+                "ORDER BY m.at, m.notification_id LIMIT %s").format(
+                movements=movements, accounts=self._balances.qualified("accounts"),
+                keyset=keyset), (starts, ends, *(after or ()), limit + 1))
             rows = curs.fetchall()
-        if mismatched:
-            (row,) = mismatched
-            raise InvariantBroken(
-                f"{row['owner']}'s movements at the cashier's desk come to {row['listed_in']} "
-                f"bought in and {row['listed_out']} cashed out; the balance counts "
-                f"{row['bought_in']} and {row['cashed_out']} (R-M4)")
         currencies: dict[str, dict[str, Any]] = {}
         for group in by_cashier:
             total = currencies.setdefault(group["currency"], {
@@ -522,7 +511,8 @@ class ReadModels:
                                         for t in currencies.values()),
                 "last_notification_id": max((g["last_notification_id"] for g in by_cashier),
                                             default=None),
-                "items": [_movement_json(row) for row in page], "next_cursor": next_cursor}
+                "items": [_movement_json(row, complete) for row in page],
+                "next_cursor": next_cursor}
 
     # -------------------------------------------------------------- positions
 
@@ -693,7 +683,30 @@ def _cashier_totals(group: Mapping[str, Any]) -> dict[str, Any]:
             "cashed_out": cashed_out, "net": bought_in - cashed_out}
 
 
-def _movement_json(row: dict[str, Any]) -> dict[str, Any]:
+def _movement_json(row: dict[str, Any], complete: bool) -> dict[str, Any]:
+    """A movement at the desk, checked against the one before it on its account (from nothing
+    where the view holds every movement: ``complete``) and its account's balance (R-M4)."""
+    what = (f"{row['owner']}'s {row['kind'].replace('_', '-')} of {row['amount']} "
+            f"(version {row['version']} of account {row['account_id']})")
+    before = (row["before_in"], row["before_out"])
+    if before == (None, None) and complete:
+        before = (0, 0)
+    if None not in before:
+        bought_in, cashed_out = before
+        if row["kind"] == BUY_IN:
+            bought_in += row["amount"]
+        else:
+            cashed_out += row["amount"]
+        if (bought_in, cashed_out) != (row["bought_in_after"], row["cashed_out_after"]):
+            raise InvariantBroken(
+                f"{what} leaves {row['bought_in_after']} bought in and "
+                f"{row['cashed_out_after']} cashed out; the movements before it and its amount "
+                f"come to {bought_in} and {cashed_out} (R-M4)")
+    if (row["last_in"], row["last_out"]) != (row["balance_in"], row["balance_out"]):
+        raise InvariantBroken(
+            f"{row['owner']}'s movements at the desk come to {row['last_in']} bought in and "
+            f"{row['last_out']} cashed out; the balance counts {row['balance_in']} and "
+            f"{row['balance_out']} (R-M4)")
     return {"at": _iso(row["at"]), "kind": row["kind"], "player": row["owner"],
             "account_id": str(row["account_id"]), "currency": row["currency"],
             "amount": row["amount"], "cashier": row["cashier"], "request_id": row["request_id"],

@@ -8,7 +8,9 @@ created by the session's superuser standing in for ``pitboss_owner``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +31,8 @@ from ledger.sealing import ShoeSealer
 from ledger.storage import LedgerRecorder, verify_chain
 from projections.engine import Engine
 from projections.rebuild import rebuild
+from projections.settings import ProjectionSetupError
+from projections.worker import run_worker
 
 ROLES_FILE = Path(__file__).parents[2] / "deploy" / "postgres-roles.sql"
 Env = dict[str, str]
@@ -237,3 +241,24 @@ def test_the_service_role_starts_the_service_on_the_owners_tables_with_create_ta
     assert "run it as the tables' owner, see Database roles in the README)" in result.output
     monkeypatch.setenv("CREATE_TABLE", "n")  # as README's Database roles says to start it
     assert prepare_store(ledger_env(service, environ), ShoeSealer.new_key()) == 0
+
+
+def test_a_worker_started_before_the_owners_start_names_the_tables_it_lacks(
+        roles: tuple[Env, dict[str, str]], database: DatabaseSettings) -> None:
+    # After an upgrade that adds a table to a read model, a worker started as the service
+    # before the owner's start went on until the first event that needed it, hours later
+    # perhaps, and stopped with the database's "relation does not exist".
+    env, names = roles
+    with Engine(env):  # the owner's start makes the read models' tables
+        pass
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        for statement in grants(env["POSTGRES_SCHEMA"], names):
+            conn.execute(statement)
+        conn.execute(f'DROP TABLE "{env["POSTGRES_SCHEMA"]}".balances_movements')
+    stop = threading.Event()
+    stop.set()  # start, and stop at once
+    with pytest.raises(ProjectionSetupError, match=re.escape(
+            "the read models' tables balances_movements do not exist: start pitboss once as "
+            "the database owner")):
+        run_worker({**env, "POSTGRES_USER": names["pitboss_service"], "CREATE_TABLE": "n"},
+                   stop, batch_size=10, poll_interval_s=1.0, log=logging.getLogger("test"))
