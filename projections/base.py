@@ -140,11 +140,23 @@ class View(PostgresTrackingRecorder):
                        self.qualified(part), SQL(columns),
                        SQL(f" WHERE {where}" if where else ""))
 
-    def missing_parts(self) -> list[str]:
-        """The names of this view's tables that do not exist (yet)."""
+    def unwritable_parts(self) -> list[str]:
+        """The names of this view's tables that do not exist (yet), or that this role may not
+        read and write (the roles file not run again since they were made)."""
+        unwritable = []
         with self.datastore.transaction(commit=False) as curs:
-            return [self.name_of(part) for part in ("tracking", *self.parts)
-                    if not table_exists(curs, self.qualified(part))]
+            for part in self.parts:
+                table = self.qualified(part).as_string(curs)
+                if relation_exists(curs, table):
+                    curs.execute("SELECT " + " AND ".join(
+                        f"has_table_privilege(%(table)s, '{right}')"
+                        for right in ("SELECT", "INSERT", "UPDATE", "DELETE")) + " AS granted",
+                        {"table": table})
+                    row = curs.fetchone()
+                    if row is not None and row["granted"]:
+                        continue
+                unwritable.append(self.name_of(part))
+        return unwritable
 
     def drop(self) -> None:
         with self.datastore.transaction(commit=True) as curs:

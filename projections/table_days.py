@@ -12,8 +12,9 @@ The same counters are kept per round and gaming day (``round_days``): one row fo
 the day's figures count something of (started, money moved, settled, voided, ruled on), so the
 rounds behind a day's figures are listed from one index range, a round started the day before
 or ruled on a week later among them, and the day's figures are their sums. A view made by an
-earlier version has no such rows for what it had counted: its ``rounds_listed_after`` (the
-moment the part was made) tells which days' lists are whole; a rebuild fills in the rest.
+earlier version has no such rows for what it had counted: its ``rounds_listed_after`` (when the
+part was made, or the end of the last day counted then, whichever is later) tells which days'
+lists are whole; a rebuild fills in the rest.
 
 The gaming day (``PITBOSS_GAMING_DAY_TZ``, ``PITBOSS_GAMING_DAY_START``) is fixed when the
 view's tables are created and stored with them, so every row of one view uses the same

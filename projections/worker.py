@@ -51,12 +51,12 @@ def run_worker(env: Mapping[str, str], stop: threading.Event, *, batch_size: int
         raise ValueError(f"poll_interval_s must be from {POLL_INTERVAL_MIN_S} to "
                          f"{POLL_INTERVAL_MAX_S} seconds")
     with Engine(env) as engine:
-        missing = [name for p in engine.projections for name in p.view.missing_parts()]
-        if missing:  # else it would stop at the first event it has no table for
+        unwritable = [name for p in engine.projections for name in p.view.unwritable_parts()]
+        if unwritable:  # else it would stop at the first event it cannot write
             raise ProjectionSetupError(
-                f"the read models' tables {', '.join(missing)} do not exist: start pitboss "
-                "once as the database owner, which makes them, and run the roles file again "
-                "(README: Upgrading)")
+                f"the read models' tables {', '.join(unwritable)} do not exist or may not be "
+                "written by this role: start pitboss once as the database owner, which makes "
+                "them, and run the roles file again (README: Upgrading)")
         _check_gaming_day(engine, env, log)
         ahead = [said for p in engine.positions() if (said := ahead_of_the_log(p)) is not None]
         if ahead:  # read on from there, it would skip the ids the ledger's next events take

@@ -243,22 +243,37 @@ def test_the_service_role_starts_the_service_on_the_owners_tables_with_create_ta
     assert prepare_store(ledger_env(service, environ), ShoeSealer.new_key()) == 0
 
 
-def test_a_worker_started_before_the_owners_start_names_the_tables_it_lacks(
-        roles: tuple[Env, dict[str, str]], database: DatabaseSettings) -> None:
+@pytest.mark.parametrize("step_left_out", ["the owner's start", "the roles file"])
+def test_a_worker_started_before_the_upgrade_is_done_names_the_tables_it_cannot_write(
+        roles: tuple[Env, dict[str, str]], database: DatabaseSettings,
+        step_left_out: str) -> None:
     # After an upgrade that adds a table to a read model, a worker started as the service
-    # before the owner's start went on until the first event that needed it, hours later
-    # perhaps, and stopped with the database's "relation does not exist".
+    # before the owner's start, or before the roles file was run again, went on until the
+    # first event that needed the table, hours later perhaps, and stopped with the
+    # database's "relation does not exist" or "permission denied".
     env, names = roles
     with Engine(env):  # the owner's start makes the read models' tables
         pass
+    table = f'"{env["POSTGRES_SCHEMA"]}".balances_movements'
     with psycopg.connect(database.conninfo(), autocommit=True) as conn:
         for statement in grants(env["POSTGRES_SCHEMA"], names):
             conn.execute(statement)
-        conn.execute(f'DROP TABLE "{env["POSTGRES_SCHEMA"]}".balances_movements')
+        if step_left_out == "the owner's start":
+            conn.execute(f"DROP TABLE {table}")
+        else:
+            conn.execute(f"REVOKE ALL ON {table} FROM {names['pitboss_service']}")
     stop = threading.Event()
     stop.set()  # start, and stop at once
     with pytest.raises(ProjectionSetupError, match=re.escape(
-            "the read models' tables balances_movements do not exist: start pitboss once as "
-            "the database owner")):
+            "the read models' tables balances_movements do not exist or may not be written by "
+            "this role: start pitboss once as the database owner")):
         run_worker({**env, "POSTGRES_USER": names["pitboss_service"], "CREATE_TABLE": "n"},
                    stop, batch_size=10, poll_interval_s=1.0, log=logging.getLogger("test"))
+    # Done, the worker starts (and stops, as asked).
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        with Engine(env):
+            pass
+        for statement in grants(env["POSTGRES_SCHEMA"], names):
+            conn.execute(statement)
+    run_worker({**env, "POSTGRES_USER": names["pitboss_service"], "CREATE_TABLE": "n"},
+               stop, batch_size=10, poll_interval_s=1.0, log=logging.getLogger("test"))
