@@ -317,10 +317,11 @@ class DayRoundSchema(Out):
 class DayRoundPageSchema(_TableGamingDaySchema):
     complete = fields.Boolean(required=True, metadata={
         "description": "Whether every round the day's figures count is listed, and their sums "
-                       "were checked against the figures (R-M4). False for a day that began "
-                       "before the reports were upgraded to list rounds, until table_days is "
-                       "rebuilt (pitboss rebuild table_days). Figures and list alike go as far "
-                       "as the view has read the log (GET /audit/projections)."})
+                       "were checked against the figures (R-M4). On a view made before the "
+                       "reports listed rounds, false for a day that began before the end of "
+                       "the last day it had counted then, until table_days is rebuilt "
+                       "(pitboss rebuild table_days). Figures and list alike go as far as the "
+                       "view has read the log (GET /audit/projections)."})
     rounds_listed = fields.Integer(required=True, metadata={
         "description": "Rounds in the whole list, over all its pages."})
     last_notification_id = fields.Integer(required=True, allow_none=True, metadata={
