@@ -79,7 +79,6 @@ class ProblemSchema(Schema):
 
 def problem(
     status: int,
-    title: str,
     detail: str,
     *,
     error: str,
@@ -89,14 +88,21 @@ def problem(
 ) -> Response:
     """A problem-details response of type ``error`` (its ``type`` is the URN of it);
     ``extensions`` become extra members of the body."""
-    body = {"type": f"urn:pitboss:problem:{_kebab(error)}", "title": title, "status": status,
-            "detail": detail, "error": error, "rule": rule, **extensions}
-    response = jsonify(body)
+    response = jsonify(problem_body(status, detail, error=error, rule=rule, **extensions))
     response.status_code = status
     response.mimetype = PROBLEM_JSON
     if headers:
         response.headers.update(headers)
     return response
+
+
+def problem_body(status: int, detail: str, *, error: str, rule: str | None = None,
+                 **extensions: Any) -> dict[str, Any]:
+    """The members of a problem's body (also written outside Flask, by the gunicorn worker of
+    :mod:`api.gunicorn_worker`). The title is the type in words (werkzeug's NotFound is "Not
+    found", as the ledger's is): one title for each type (RFC 7807)."""
+    return {"type": f"urn:pitboss:problem:{_kebab(error)}", "title": _words(error),
+            "status": status, "detail": detail, "error": error, "rule": rule, **extensions}
 
 
 def _log_refusal(detail: str) -> None:
@@ -137,7 +143,7 @@ def http_exception_problem(error: HTTPException) -> Response:
         detail += "; ".join(f"{name}: {' '.join(messages)}" for name, messages in shown.items())
         if (more := len(errors) - len(shown)) > 0:
             detail += f"; and {more:,} more field{'s' if more > 1 else ''}"
-        return problem(status, _words(kind), detail, error=kind, rule=rule, errors=shown)
+        return problem(status, detail, error=kind, rule=rule, errors=shown)
     if status in (401, 403):
         # Both are about the key sent in the Authorization header: name it as the field.
         extensions["errors"] = {"Authorization": [error.description or error.name]}
@@ -158,10 +164,7 @@ def http_exception_problem(error: HTTPException) -> Response:
         cap = current_app.config["MAX_CONTENT_LENGTH"]
         detail = f"The body is larger than the {cap // 1024} KiB a request may hold."
         extensions["errors"] = {"body": [detail]}
-    # The title in words of the type, as for the ledger's refusals (werkzeug's NotFound is
-    # "Not Found", the ledger's "Not found"): one title for each type (RFC 7807).
-    kind = type(error).__name__
-    return problem(status, _words(kind), detail, error=kind, headers=headers, **extensions)
+    return problem(status, detail, error=type(error).__name__, headers=headers, **extensions)
 
 
 # A refusal by a schema (webargs'), its type and the start of its detail, by status.
@@ -250,13 +253,13 @@ def ledger_error_problem(error: LedgerError) -> Response:
     extensions: dict[str, Any] = {}
     if error.field is not None:
         extensions["errors"] = {error.field: [error.message]}
-    return problem(status, _words(name), error.message, error=name, rule=error.rule or None,
+    return problem(status, error.message, error=name, rule=error.rule or None,
                    **extensions)
 
 
 def invariant_problem(error: InvariantBroken) -> Response:
     logger.error("a ledger invariant is broken", exc_info=error)
-    return problem(500, "Invariant broken",
+    return problem(500,
                    "The ledger found a broken guarantee and refused to continue; the event "
                    "has been logged for the operators. If the stored record itself is at "
                    "fault, an auditor finds where: walk the hash chain (GET /audit/chain) and "
@@ -268,7 +271,7 @@ def invariant_problem(error: InvariantBroken) -> Response:
 def persistence_problem(error: PersistenceError) -> Response:
     if isinstance(error, IntegrityError):
         # The ledger retries its own races; one that escapes is a race lost for good.
-        return problem(409, "Conflict", "Another request changed this first; nothing was "
+        return problem(409, "Another request changed this first; nothing was "
                        "changed. Look at the current state and decide again.",
                        error="Conflict")
     throttled().warning(logger, "the database's unavailability", "database unavailable: %s",
@@ -280,7 +283,7 @@ def persistence_problem(error: PersistenceError) -> Response:
 
 def database_unavailable(detail: str) -> Response:
     """503, to be retried after :data:`RETRY_AFTER_S`."""
-    return problem(503, "Database unavailable", detail, error="DatabaseUnavailable",
+    return problem(503, detail, error="DatabaseUnavailable",
                    headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
@@ -288,7 +291,7 @@ def data_problem(error: DataError) -> Response:
     # The database refused a value the request carried. A safety net: the schemas refuse the
     # values known to do this (a NUL character in a text, a number out of range) first.
     logger.info("a request carried a value the database refuses: %s", error)
-    return problem(422, "Invalid value", "A value in this request cannot be stored or compared "
+    return problem(422, "A value in this request cannot be stored or compared "
                    "by the database.", error="InvalidValue")
 
 

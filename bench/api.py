@@ -314,7 +314,7 @@ def report(db: Database, args: argparse.Namespace, folder: str) -> None:
     out(f"database: {db.where}")
     out(f"machine: {os.cpu_count()} CPUs; load average at start {load_average()}")
     out(f"server: pitboss serve, gunicorn with {args.workers} workers of {args.threads} threads "
-        "(gthread; each terminal keeps its connection, so it stays with one worker)")
+        "(threaded; each terminal keeps its connection, so it stays with one worker)")
     top = max(args.terminals)
     ledger = GameLedger(env=db.env(POSTGRES_POOL_SIZE=str(top + 2)),
                         shoe_key=ShoeSealer.new_key())

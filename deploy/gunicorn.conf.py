@@ -26,7 +26,9 @@ workers = int(_setting("WEB_CONCURRENCY", "2"))
 # consecutive requests of one table land on any worker, which must then load or catch up
 # what another worker changed. Measured with bench/api.py on 2 CPUs: about 115 decisions/s
 # at 4 and 16 terminals with 2 sync workers, 250 to 270 with 2 workers of 4 threads.
-worker_class = "gthread"
+# gunicorn's gthread worker, answering the requests gunicorn refuses itself (a request line
+# or headers over the limits below, malformed HTTP) as problem details, not HTML.
+worker_class = "api.gunicorn_worker.ProblemThreadWorker"
 threads = int(_setting("PITBOSS_THREADS", "4"))
 
 # Limits: a request is a small JSON command; nothing should take long. For threaded workers,

@@ -1477,7 +1477,7 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{unused_port}"
     try:
-        _read_until(server, "Using worker: gthread", 60)
+        _read_until(server, "Using worker: api.gunicorn_worker.ProblemThreadWorker", 60)
         deadline = time.monotonic() + 30
         while True:
             try:

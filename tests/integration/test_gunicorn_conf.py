@@ -1,16 +1,24 @@
-"""deploy/gunicorn.conf.py, loaded as gunicorn loads it: its read timeout and its log line."""
+"""deploy/gunicorn.conf.py, loaded as gunicorn loads it: its read timeout and its log line;
+and run by gunicorn: its worker class answers gunicorn's own refusals as problem details."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
+import os
+import re
 import socket
 import struct
+import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
+
+from api.problems import PROBLEM_JSON, ProblemSchema
 
 CONF = Path(__file__).resolve().parents[2] / "deploy" / "gunicorn.conf.py"
 
@@ -71,3 +79,112 @@ def test_a_stalled_read_is_logged_as_one_warning_line_and_only_at_that_level(mon
     other = logging.LogRecord(logger.name, logging.ERROR, __file__, 1, "boom", None, None)
     assert conf._stalled_read_in_a_line(other)
     assert other.levelname == "ERROR"
+
+
+# --- gunicorn's own refusals, answered by the worker class the config names ------------------
+
+APP = '''
+def app(environ, start_response):
+    if environ["PATH_INFO"] == "/fails":
+        raise RuntimeError("fails outside Flask, so gunicorn answers")
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "4")])
+    return [b"read"]
+'''
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """gunicorn started as the config starts it (one worker; the database left alone), on a
+    WSGI app of a few lines: the refusals come before any app is called."""
+    folder = tmp_path_factory.mktemp("app")
+    (folder / "tiny_app.py").write_text(APP)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PITBOSS_CREATE_TABLES": "no",
+           "PYTHONPATH": os.pathsep.join([str(folder), str(CONF.parents[1])])}
+    log = folder / "gunicorn.log"
+    with log.open("w") as out:
+        child = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", str(CONF), "--bind",
+                                  f"127.0.0.1:{port}", "--workers", "1", "tiny_app:app"],
+                                 env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while _answer(port, b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n") is None:
+            if child.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"gunicorn did not start: {log.read_text()}")
+            time.sleep(0.1)
+        yield port
+    finally:
+        child.terminate()
+        child.wait(30)
+
+
+def _answer(port: int, raw: bytes) -> tuple[int, dict[str, str], bytes] | None:
+    """The status, headers and body of the answer to ``raw``; None if nothing listens."""
+    try:
+        conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+    except OSError:
+        return None
+    with conn:
+        conn.sendall(raw)
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    if not data:  # accepted before the worker was up
+        return None
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in
+               (line.partition(":") for line in lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+HEADERS_OVER = b"".join(b"X-Field-%d: 1\r\n" % i for i in range(101))
+REFUSED = {
+    "a request line over 4,094 bytes": (
+        b"GET /" + b"a" * 4100 + b" HTTP/1.1\r\nHost: t\r\n\r\n", 414, "RequestURITooLarge",
+        "request line", "longer than the 4,094 bytes"),
+    "101 header fields": (
+        b"GET / HTTP/1.1\r\nHost: t\r\n" + HEADERS_OVER + b"\r\n", 431,
+        "RequestHeaderFieldsTooLarge", "headers", "more than 100 header fields"),
+    "a header field over 8,188 bytes": (
+        b"GET / HTTP/1.1\r\nHost: t\r\nX-Long: " + b"b" * 8181 + b"\r\n\r\n", 431,
+        "RequestHeaderFieldsTooLarge", "headers", "one (its name and value) longer than 8,188"),
+    "a header name with a space": (
+        b"GET / HTTP/1.1\r\nHost: t\r\nBad Name: 1\r\n\r\n", 400, "BadRequest", "request",
+        "not well-formed HTTP, so the server did not read it and nothing was done: Invalid "
+        "HTTP header name: 'Bad Name'."),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=list(REFUSED))
+def test_what_gunicorn_refuses_itself_is_answered_as_problem_details(served, case):
+    raw, status, error, at_fault, words = REFUSED[case]
+    answer = _answer(served, raw)
+    assert answer is not None
+    got, headers, body = answer
+    assert (got, headers["content-type"], headers["connection"]) == (
+        status, PROBLEM_JSON, "close")
+    problem = json.loads(body)
+    assert ProblemSchema().validate(problem) == {}
+    assert (problem["status"], problem["error"], problem["rule"]) == (status, error, None)
+    assert problem["type"] == "urn:pitboss:problem:" + "-".join(
+        re.findall(r"[A-Z]+(?![a-z])|[A-Z][a-z]+", error)).lower()
+    assert words in problem["detail"]
+    assert problem["errors"] == {at_fault: [problem["detail"]]}
+    assert int(headers["content-length"]) == len(body)
+
+
+def test_an_app_failing_outside_flask_is_a_problem_too_and_a_request_read_is_not(served):
+    answer = _answer(served, b"GET /fails HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert answer is not None
+    status, headers, body = answer
+    problem = json.loads(body)
+    assert (status, headers["content-type"], problem["error"]) == (
+        500, PROBLEM_JSON, "InternalServerError")
+    assert "errors" not in problem
+    assert "logged for the operators" in problem["detail"]
+    read = _answer(served, b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert read is not None
+    assert (read[0], read[2]) == (200, b"read")
