@@ -273,7 +273,17 @@ class _DayCountsSchema(Out):
         "description": f"Over the day's rounds: {HOUSE_RESULT}"})
 
 
-class TableDaySchema(_TableGamingDaySchema, _DayCountsSchema):
+class _ReadToDayEndSchema(Out):
+    read_to_day_end = fields.Boolean(required=True, metadata={
+        "description": "Whether the table/day view has read the log a minute past the day's "
+                       "end (an event stamped before the end may be stored that much later): "
+                       "it has read every event stored (lag 0) and that minute is over, or it "
+                       "has counted an event stamped after it. False for the day in progress, "
+                       "a day to come, and a day the view has not read to its end: its "
+                       "figures may still change."})
+
+
+class TableDaySchema(_TableGamingDaySchema, _DayCountsSchema, _ReadToDayEndSchema):
     no_activity = fields.Boolean(required=True, metadata={
         "description": "The table was open on the day (as far as the view has read the log), "
                        "and no round started, settled or was voided and no chips moved; a "
@@ -314,14 +324,27 @@ class DayRoundSchema(Out):
         "description": "The round's last event counted on this day so far."})
 
 
-class DayRoundPageSchema(_TableGamingDaySchema):
+class _ReadSoFarSchema(Out):
+    """How far a view had read the log when a page was read (in the page's snapshot)."""
+
+    position = fields.Integer(required=True, metadata={
+        "description": "The last event of the log the view had applied: the page speaks for "
+                       "the record up to there."})
+    ledger_head = fields.Integer(required=True, metadata={
+        "description": "The last event of the log then."})
+    lag_events = fields.Integer(required=True, metadata={
+        "description": "Events stored after position, which the page has not seen (counted "
+                       "as /audit/projections counts a view's lag)."})
+
+
+class DayRoundPageSchema(_TableGamingDaySchema, _ReadToDayEndSchema, _ReadSoFarSchema):
     complete = fields.Boolean(required=True, metadata={
         "description": "Whether every round the day's figures count is listed, and their sums "
                        "were checked against the figures (R-M4). On a view made before the "
                        "reports listed rounds, false for a day that began before the end of "
                        "the last day it had counted then, until table_days is rebuilt "
                        "(pitboss rebuild table_days). Figures and list alike go as far as the "
-                       "view has read the log (GET /audit/projections)."})
+                       "view has read the log (position, read_to_day_end)."})
     rounds_listed = fields.Integer(required=True, metadata={
         "description": "Rounds in the whole list, over all its pages."})
     last_notification_id = fields.Integer(required=True, allow_none=True, metadata={
@@ -366,13 +389,13 @@ class CashierMovementSchema(Out):
     notification_id = fields.Integer(required=True)
 
 
-class CashierDaySchema(_GamingDaySchema):
+class CashierDaySchema(_GamingDaySchema, _ReadSoFarSchema):
     complete = fields.Boolean(required=True, metadata={
         "description": "Whether every buy-in and cash-out of the day is listed. False on every "
                        "day for a balances view made before the desk was kept, which lists "
                        "only the movements it counted since, until it is rebuilt (pitboss "
                        "rebuild balances). Totals and list alike go as far as the view has "
-                       "read the log (GET /audit/projections)."})
+                       "read the log (position)."})
     currencies = fields.List(fields.Nested(CashierTotalsSchema), required=True, metadata={
         "description": "The day's totals per currency."})
     cashiers = fields.List(fields.Nested(CashierSchema), required=True, metadata={

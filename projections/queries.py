@@ -52,6 +52,7 @@ from projections.settings import (
     CASHIER_PAGE_MAX,
     CHECK_FINDINGS_MAX,
     CURSOR_MAX_CHARS,
+    DAY_END_SETTLE,
     DAY_MAX,
     DAY_MIN,
     DAY_RANGE_MAX_DAYS,
@@ -357,12 +358,10 @@ class ReadModels:
         assert opening is not None
         assert applied is not None
         held, open_rounds = int(opening["held"]), int(opening["open"])
-        # Up to when the view has read the log: now once it has caught up, else the time of the
-        # latest event it counted. A day after that may have had rounds it has not read. (A
-        # view made by an earlier version has no such time until it counts its next event.)
-        now = datetime.now(UTC)
-        if lag["lag_events"] and applied["applied_until"] is not None:
-            now = applied["applied_until"]
+        read_until = _read_until(lag, applied["applied_until"])
+        # No activity is claimed for time the view has read (all of it, for a view made by an
+        # earlier version that has not yet counted an event: as that version did).
+        now = read_until or datetime.now(UTC)
         out = []
         day = day_from
         while day <= day_to:
@@ -377,7 +376,7 @@ class ReadModels:
                                             for o, c in intervals)
             if row is not None or was_open:
                 out.append(_day_json(table_id, table, day, starts, ends, row, held,
-                                     open_rounds))
+                                     open_rounds, _read_to_day_end(ends, read_until)))
             day += timedelta(days=1)
         return out
 
@@ -401,7 +400,9 @@ class ReadModels:
         with self._read() as curs:
             gaming_day = stored_gaming_day(curs, self._days)
             table = _reported_table(curs, q("tables"), table_id)
-            curs.execute(SQL("SELECT rounds_listed_after FROM {}").format(q("settings")))
+            (lag,) = lag_report(curs, self._events, [("table_days", self._days)])
+            curs.execute(SQL("SELECT rounds_listed_after, applied_until FROM {}").format(
+                q("settings")))
             settings = curs.fetchone()
             curs.execute(SQL("SELECT * FROM {} WHERE table_id = %s AND gaming_day = %s").format(
                 q("days")), (table_id, day))
@@ -434,7 +435,9 @@ class ReadModels:
         return {"table_id": str(table_id), "table_name": table["name"],
                 "currency": table["currency"], "gaming_day": day.isoformat(),
                 "starts_at": _iso(starts), "ends_at": _iso(ends), "complete": complete,
-                "rounds_listed": int(sums["rounds"]),
+                "read_to_day_end": _read_to_day_end(
+                    ends, _read_until(lag, settings["applied_until"])),
+                **_position(lag), "rounds_listed": int(sums["rounds"]),
                 "last_notification_id": day_row["last_notification_id"] if day_row else None,
                 "figures": _figures(f"table {table_id} on {day}", totals),
                 "items": [_round_day_json(row) for row in page], "next_cursor": next_cursor}
@@ -459,6 +462,7 @@ class ReadModels:
         movements = self._balances.qualified("movements")
         with self._read() as curs:
             starts, ends = stored_gaming_day(curs, self._days).bounds(day)
+            (lag,) = lag_report(curs, self._events, [("balances", self._balances)])
             curs.execute(SQL("SELECT movements_listed_after FROM {}").format(
                 self._balances.qualified("settings")))
             complete = curs.fetchone() is None
@@ -503,7 +507,7 @@ class ReadModels:
             next_cursor = self._cursors.encode(
                 of, [last["at"].isoformat(), str(last["notification_id"])])
         return {"gaming_day": day.isoformat(), "starts_at": _iso(starts), "ends_at": _iso(ends),
-                "complete": complete,
+                "complete": complete, **_position(lag),
                 "currencies": [_cashier_totals(t) for t in currencies.values()],
                 "cashiers": [{"cashier": g["cashier"], **_cashier_totals(g)}
                              for g in by_cashier],
@@ -735,9 +739,30 @@ def _round_day_json(row: dict[str, Any]) -> dict[str, Any]:
             "last_notification_id": row["last_notification_id"]}
 
 
+def _position(lag: Mapping[str, Any]) -> dict[str, int]:
+    """How far a view has read the log, in the snapshot a page was read in."""
+    return {name: lag[name] for name in ("position", "ledger_head", "lag_events")}
+
+
+def _read_until(lag: Mapping[str, Any], applied_until: datetime | None) -> datetime | None:
+    """Up to when the table/day view has read the log: now once it has caught up, else the
+    time of the latest event it counted (a day after that may have had rounds it has not
+    read); None while it is behind without such a time (a view made by an earlier version,
+    until it counts its next event)."""
+    if not lag["lag_events"]:
+        return datetime.now(UTC)
+    return applied_until
+
+
+def _read_to_day_end(ends: datetime, read_until: datetime | None) -> bool:
+    """Whether the view has read the log far enough past a day's end (``ends``) that no event
+    of the day can still come (:data:`DAY_END_SETTLE`)."""
+    return read_until is not None and ends + DAY_END_SETTLE <= read_until
+
+
 def _day_json(table_id: UUID, table: dict[str, Any], day: date, starts: datetime,
               ends: datetime, row: dict[str, Any] | None, held: int,
-              open_rounds: int) -> dict[str, Any]:
+              open_rounds: int, read_to_day_end: bool) -> dict[str, Any]:
     counts = {name: (row[name] if row is not None else 0) for name in COUNTERS}
     _balanced(f"table {table_id} on {day}", counts)
     if held < 0 or open_rounds < 0:
@@ -751,4 +776,4 @@ def _day_json(table_id: UUID, table: dict[str, Any], day: date, starts: datetime
             "rounds_voided": counts["rounds_voided"], "rulings": counts["rulings"],
             "staked": counts["staked"], "paid_out": counts["paid_out"],
             "house_win": counts["house_win"], "held_at_day_end": held,
-            "open_rounds_at_day_end": open_rounds}
+            "open_rounds_at_day_end": open_rounds, "read_to_day_end": read_to_day_end}

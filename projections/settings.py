@@ -45,6 +45,11 @@ STATEMENT_TIMEOUT_MS_DEFAULT: Final = 5000
 STATEMENT_TIMEOUT_MS_RANGE: Final = (100, 600_000)
 # Lag is counted exactly up to this many events; beyond it, head minus position is reported.
 LAG_COUNT_MAX: Final = 100_000
+# A day's figures are said read to its end (read_to_day_end) once the table/day view has read
+# the log this long past it: an event stamped before the day's end may be stored later, by as
+# long as an append may take (the ledger's statement timeout, 30 s by default) and as far as
+# the servers' clocks differ.
+DAY_END_SETTLE: Final = timedelta(seconds=60)
 # The balance check, a part at a time: this many rows compared, or this many ids of the ledger's
 # log scanned for account openings; one answer lists this many findings at most.
 CHECK_SCAN_IDS: Final = 1_000_000

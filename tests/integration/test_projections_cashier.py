@@ -94,6 +94,24 @@ def test_a_days_buy_ins_and_cash_outs_per_currency_and_cashier(desk: Desk,
         [], [], None)
 
 
+def test_a_desk_page_says_how_far_the_view_has_read_the_log(desk: Desk, env: Env,
+                                                            reads: ReadModels) -> None:
+    read = reads.cashier_day(date(2025, 3, 4))
+    assert read["lag_events"] == 0
+    assert read["position"] == read["ledger_head"] > 0
+    desk.clock.set(local(4, 7))
+    desk.casino.ledger.buy_in(desk.casino.rid(), "cage-2", "P2", 30)  # stored, not read
+    behind = reads.cashier_day(date(2025, 3, 4))
+    assert behind["position"] == read["position"]
+    assert behind["ledger_head"] - behind["position"] == behind["lag_events"] > 0
+    assert behind["movements_listed"] == read["movements_listed"]
+    with engine(env) as e:
+        e.catch_up(50)
+    caught_up = reads.cashier_day(date(2025, 3, 4))
+    assert caught_up["position"] == caught_up["ledger_head"] == behind["ledger_head"]
+    assert caught_up["movements_listed"] == read["movements_listed"] + 1
+
+
 def test_a_days_movements_come_a_page_at_a_time_under_that_day_s_cursor(
         desk: Desk, reads: ReadModels) -> None:
     monday = date(2025, 3, 3)

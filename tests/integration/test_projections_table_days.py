@@ -147,6 +147,47 @@ def test_no_activity_is_claimed_only_for_days_the_view_has_read(week: Week, env:
     assert days["2025-03-11"]["no_activity"]  # open, read, nothing played
 
 
+def test_a_day_is_read_to_its_end_once_the_view_has_read_a_minute_past_it(week: Week,
+                                                                         env: Env,
+                                                                         reads: ReadModels
+                                                                         ) -> None:
+    # Read up to the reopening on Sunday 9 March at 20:00 (local), then a round at 21:00.
+    week.clock.set(local(9, 21))
+    week.casino.simple_round(week.table)
+    with engine(env) as e:
+        e.catch_up(50)
+    # Stored, not read: a round stamped 30 s after Sunday's gaming day ended (Monday 06:00),
+    # which an append may take to store, and one at 09:00.
+    week.clock.set(local(10, 6) + timedelta(seconds=30))
+    week.casino.simple_round(week.table)
+    week.clock.set(local(10, 9))
+    week.casino.simple_round(week.table)
+
+    def read_to_end() -> dict[str, bool]:
+        rows = reads.table_day_report(week.table, date(2025, 3, 3), date(2025, 3, 10))
+        return {row["gaming_day"]: row["read_to_day_end"] for row in rows}
+
+    sunday = date(2025, 3, 9)
+    assert read_to_end() == {"2025-03-03": True, "2025-03-04": True, "2025-03-05": True,
+                             "2025-03-06": True, "2025-03-09": False}
+    page = listed(reads, week.table, sunday)
+    assert (page["read_to_day_end"], page["lag_events"] > 0) == (False, True)
+    assert page["position"] < page["ledger_head"]
+    with engine(env) as e:  # the round 30 s past the end, alone: not yet a minute past it
+        while listed(reads, week.table, date(2025, 3, 10))["rounds_listed"] == 0:
+            assert e.step(1)[0], "the log ended before the round was read"
+    assert not read_to_end()["2025-03-09"]
+    assert not listed(reads, week.table, sunday)["read_to_day_end"]
+    with engine(env) as e:
+        e.catch_up(50)
+    assert all(read_to_end().values())  # the days are long over by this machine's clock
+    page = listed(reads, week.table, sunday)
+    assert (page["read_to_day_end"], page["lag_events"]) == (True, 0)
+    assert page["position"] == page["ledger_head"]
+    # A day to come is not read to its end, caught up or not.
+    assert not listed(reads, week.table, date(2099, 3, 9))["read_to_day_end"]
+
+
 def test_a_view_made_by_an_earlier_version_claims_no_activity_as_it_did(
         week: Week, env: Env, reads: ReadModels) -> None:
     # Its settings gain applied_until, empty until the next table or round event is counted:
@@ -159,6 +200,9 @@ def test_a_view_made_by_an_earlier_version_claims_no_activity_as_it_did(
     days = by_day(reads.table_day_report(week.table, date(2025, 3, 2), date(2025, 3, 10)))
     assert [d for d, row in sorted(days.items()) if row["no_activity"]] == [
         "2025-03-06", "2025-03-09", "2025-03-10"]
+    # Behind, with no time to say how far: no day is said read to its end.
+    assert not any(row["read_to_day_end"] for row in days.values())
+    assert not listed(reads, week.table, date(2025, 3, 3))["read_to_day_end"]
 
 
 def test_a_changed_gaming_day_applies_after_a_rebuild(week: Week, env: Env) -> None:
