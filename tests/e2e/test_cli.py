@@ -1407,18 +1407,23 @@ def test_a_rebuild_stopped_before_its_swap_exits_1(database, postgres_env, tmp_p
 
 
 def _read_until(process, marker: str, timeout_s: float) -> list[str]:
-    import time
+    """The lines of ``process``'s standard error up to the first holding ``marker``. A process
+    that has written no such line within ``timeout_s`` is killed (its pipe then ends), so that
+    the test fails instead of waiting on a quiet pipe for good."""
+    import threading
 
     lines: list[str] = []
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if marker in line:
-            return lines
-    raise AssertionError(f"no {marker!r} within {timeout_s} s:\n{''.join(lines)}")
+    deadline = threading.Timer(timeout_s, process.kill)
+    deadline.start()
+    try:
+        while line := process.stderr.readline():
+            lines.append(line)
+            if marker in line:
+                return lines
+    finally:
+        deadline.cancel()
+    raise AssertionError(f"no {marker!r} within {timeout_s} s (the process ended, or was "
+                         f"killed then):\n{''.join(lines)}")
 
 
 def test_demo_serves_the_docs_and_a_demo_table_and_stops_on_sigterm(database, postgres_env,
