@@ -7,7 +7,8 @@ settlement and its postings commit together or not at all.
 
 Idempotency: every mutating use case takes the client's request id. The receipt
 saved with the effects makes a repeat fail on its primary key; the ledger then
-answers with the first result, or refuses when the content differs.
+answers with the first result, or refuses when the content differs. A repeat of a
+request this process carried out lately is answered so from the receipt it kept.
 
 Concurrency: the event table's primary key is the optimistic lock. A command
 that lost a race on its round gets :class:`~ledger.errors.Conflict` and changed
@@ -44,7 +45,6 @@ import random
 import secrets
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
@@ -97,6 +97,7 @@ from ledger.errors import (
 from ledger.money import CURRENCIES, HOUSE_KEY, Movement, movements, net_movements
 from ledger.names import check_name, check_new_name, is_name, written_one_way
 from ledger.plays import Play
+from ledger.recent import Recent
 from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
 from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
 from ledger.shoe import (
@@ -135,6 +136,8 @@ REQUEST_ID_MAX_CHARS = 128
 PAGE_SIZE_MAX = 500
 VERSION_MAX = 10**9  # the highest event version a request may name
 ORDER_CACHE_SIZE = 64
+# Receipts kept for repeats (about 0.7 KB each): a minute of a process's requests at full load.
+RECEIPTS_KEPT = 10_000
 WORKING_SET_SIZE = 2000
 SHOES_CHECKED = 20  # the newest shoes a start looks among for a live one to open
 CHECK_TRIES = 3  # reads of a round the check makes while the round moves on under it
@@ -201,9 +204,12 @@ class GameLedger(Application[UUID]):
         self._randbelow = randbelow
         # Opened shoes by id and commitment (LRU): a shuffle whose save failed may share its
         # id with the shoe another process committed, never its commitment.
-        self._orders: OrderedDict[tuple[UUID, str], list[Card]] = OrderedDict()
-        self._orders_lock = threading.Lock()  # request threads share one ledger
+        self._orders: Recent[tuple[UUID, str], list[Card]] = Recent(ORDER_CACHE_SIZE)
         self._working = WorkingSet(WORKING_SET_SIZE)
+        # The receipts of the requests this process carried out lately, as stored: a repeat of
+        # one (a terminal's retry) is answered without the store, and without the database's
+        # error for a receipt stored twice, which PostgreSQL logs.
+        self._receipts: Recent[UUID, StoredEvent] = Recent(RECEIPTS_KEPT)
         self._local = threading.local()  # the command attempt running on this thread
 
     # ------------------------------------------------------------------ tables
@@ -1086,9 +1092,16 @@ class GameLedger(Application[UUID]):
         fingerprint = _fingerprint(command, actor, payload)
         receipt_id = ids.receipt_id(request_id)
         self._local.repeated = False
-        # The receipt is looked for only when something fails: a repeat that would succeed
-        # again fails on the receipt's primary key, one that would now be refused is
-        # recognised before its refusal is reported.
+        kept = self._receipts.get(receipt_id)
+        if kept is not None:  # carried out by this process: answered as the store would
+            first = self.mapper.to_domain_event(kept)
+            if isinstance(first, Receipt.Created):
+                repeated = self._reply(first, request_id, fingerprint, actor)
+                self._local.repeated = True
+                return repeated
+        # In the store, the receipt is looked for only when something fails: a repeat that
+        # would succeed again fails on the receipt's primary key, one that would now be
+        # refused is recognised before its refusal is reported.
         for attempt in range(RETRIES_MAX + 1):
             # The first try trusts the working set; the others read everything fresh.
             tried = self._local.attempt = _Attempt(trusting=attempt == 0)
@@ -1118,7 +1131,7 @@ class GameLedger(Application[UUID]):
                 receipt = Receipt.record(receipt_id, self._clock(), request_id, command,
                                          fingerprint, result, actor)
                 try:
-                    self._save(touched, receipt)
+                    stored = self._save(touched, receipt)
                 except IntegrityError:
                     overtaken = self._overtaken(guard, loaded, seen)
                     answered = self._answer(receipt_id, request_id, fingerprint, actor)
@@ -1140,6 +1153,7 @@ class GameLedger(Application[UUID]):
                 # What it read, and what it made (a round, a shoe, an account): the commands
                 # that follow find them as committed, without loading them.
                 self._working.give_all((*tried.taken, *touched))
+                self._receipts.put(receipt_id, stored)
                 tried.saved = True
                 return result
             finally:
@@ -1148,20 +1162,26 @@ class GameLedger(Application[UUID]):
                     self._working.give_all(tried.kept)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _save(self, aggregates: Sequence[Aggregate], receipt: Receipt.Created) -> None:
+    def _save(self, aggregates: Sequence[Aggregate], receipt: Receipt.Created) -> StoredEvent:
         """What ``save()`` does for the ledger's aggregates and a request's receipt, in one
         insert statement, without the library's general-purpose steps (type protocol
         checks, recordings for processing, notifications) that cost a tenth of a decision
-        and serve nothing here."""
+        and serve nothing here. The receipt as stored."""
         events = [event for aggregate in aggregates for event in aggregate.collect_events()]
         events.append(receipt)
+        stored = [self.mapper.to_stored_event(e) for e in events]
         try:
-            self.recorder.insert_events([self.mapper.to_stored_event(e) for e in events])
+            self.recorder.insert_events(stored)
         except MayHaveBeenAppended:
             # A try that committed lost its answer with its connection, and the next found
             # the events it had stored: this request's own work, not a twin's to repeat.
             if not self._stored_as_made(receipt):
                 raise
+        self._snapshot(aggregates, events)
+        return stored[-1]
+
+    def _snapshot(self, aggregates: Sequence[Aggregate], events: Sequence[Any]) -> None:
+        """Snapshot those of ``aggregates`` whose ``events`` just saved reached an interval."""
         if self.snapshots is None:  # snapshotting turned off (IS_SNAPSHOTTING_ENABLED)
             return
         due = []
@@ -1199,6 +1219,13 @@ class GameLedger(Application[UUID]):
         created = self._first_event(receipt_id)
         if not isinstance(created, Receipt.Created):
             return None
+        return self._reply(created, request_id, fingerprint, actor)
+
+    @staticmethod
+    def _reply(created: Receipt.Created, request_id: str, fingerprint: str,
+               actor: str) -> Result:
+        """The first result of the request ``created`` is the receipt of, for a repeat of it;
+        other content under its id is refused."""
         if created.fingerprint != fingerprint:
             # Another key holder's request is not theirs to learn about.
             raise RequestIdReused(request_id,
@@ -1384,19 +1411,14 @@ class GameLedger(Application[UUID]):
         record.trigger_event(ShoeRecord.Retired, order=list(order), salt=salt.hex(),
                              reason=reason, actor=actor, request_id=request_id,
                              timestamp=self._now(record, *after))
-        with self._orders_lock:
-            self._orders.pop((shoe_id, record.commitment), None)
+        self._orders.pop((shoe_id, record.commitment))
         return [record]
 
     def _order(self, record: ShoeRecord) -> list[Card]:
-        key = (record.id, record.commitment)
-        with self._orders_lock:
-            order = self._orders.get(key)
-            if order is not None:
-                self._orders.move_to_end(key)
-                return order
-        order, _ = self._sealer().open(record.id, record.sealed_order)
-        self._remember(record, order)
+        order = self._orders.get((record.id, record.commitment))
+        if order is None:
+            order, _ = self._sealer().open(record.id, record.sealed_order)
+            self._remember(record, order)
         return order
 
     def _sealer(self) -> ShoeSealer:
@@ -1406,10 +1428,7 @@ class GameLedger(Application[UUID]):
         return ShoeSealer(self._shoe_key)
 
     def _remember(self, record: ShoeRecord, order: list[Card]) -> None:
-        with self._orders_lock:
-            self._orders[record.id, record.commitment] = order
-            while len(self._orders) > ORDER_CACHE_SIZE:
-                self._orders.popitem(last=False)
+        self._orders.put((record.id, record.commitment), order)
 
 
 class _ShoeDraw:

@@ -26,9 +26,9 @@ class PausingLedger(GameLedger):
     name = "Ledger"  # the same event table as the service, not one named after this class
     barrier: threading.Barrier
 
-    def _save(self, aggregates: Sequence[Aggregate], receipt: Receipt.Created) -> None:
+    def _save(self, aggregates: Sequence[Aggregate], receipt: Receipt.Created) -> StoredEvent:
         self.barrier.wait(timeout=10)
-        super()._save(aggregates, receipt)
+        return super()._save(aggregates, receipt)
 
 
 def append_around_the_ledger(app: GameLedger, *events: Any) -> None:

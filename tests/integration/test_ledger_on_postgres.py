@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from itertools import count
+from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -36,6 +37,7 @@ from ledger.errors import (
     InvariantBroken,
     NotFound,
     QueryRefused,
+    RequestIdReused,
     RuleSetInvalid,
 )
 from ledger.rules import CASINO, TableLimits, rules_hash
@@ -1713,6 +1715,43 @@ def test_a_save_lost_before_its_commit_is_told_from_a_twins_and_from_another_req
     assert lost
     assert not app.repeated()
     assert [e["data"]["amount"] for e in _bought_in(ledgers(), "P1")] == [100, 50, 25]
+
+
+def test_a_repeat_this_process_carried_out_is_answered_without_the_store(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A terminal's retry of a buy-in (or of a hit the hand still allows) was decided again and
+    # refused by the receipt's primary key, which PostgreSQL logs as an error each time.
+    app = ledgers()
+    app.open_account("a", "cashier", "P1")
+    first = app.buy_in("b", "cashier", "P1", 100)
+    server_log = Path(database.host, "log")  # the embedded server's
+    logged = server_log.stat().st_size if server_log.is_file() else None
+    used: list[str] = []  # every read and write of the store from here (still made)
+    recorder = app.recorder
+
+    def counted(name: str, real: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        used.append(name)
+        return real(*args, **kwargs)
+
+    for name in ("insert_events", "select_events", "max_notification_id"):
+        monkeypatch.setattr(recorder, name,
+                            functools.partial(counted, name, getattr(recorder, name)))
+    assert app.buy_in("b", "cashier", "P1", 100) == first
+    assert app.repeated()
+    with pytest.raises(RequestIdReused, match="buy in"):  # other content under the id
+        app.buy_in("b", "cashier", "P1", 50)
+    assert used == []
+    # Another process has no such receipt: it answers the same from the store.
+    other = ledgers()
+    assert other.buy_in("b", "cashier", "P1", 100) == first
+    assert other.repeated()
+    assert len(_bought_in(other, "P1")) == 1
+    if logged is not None:
+        with server_log.open("rb") as log:
+            log.seek(logged)
+            errors = log.read().decode(errors="replace").count("duplicate key value")
+        assert errors == 1  # the other process's, decided again and refused by the key
 
 
 def test_an_append_that_waits_out_the_lock_timeout_is_refused_after_one_wait(
