@@ -157,6 +157,24 @@ def test_a_dropped_connection_is_retried_with_the_same_idempotency_key(server):
     assert server.connections == 2
 
 
+def test_a_kept_connection_the_server_closed_is_sent_again_at_once(server, monkeypatch):
+    # gunicorn closes a connection idle for its keepalive (5 s), or one of a worker that stops:
+    # the next request on it met a closed connection and waited 0.1 s before it was sent again.
+    pauses: list[float] = []
+    monkeypatch.setattr("api.client.time.sleep", pauses.append)
+    server.start(answer("200 OK", b'{"a": 1}'), DROP, DROP, answer("200 OK", b'{"b": 2}'))
+    client = Client(server.url, "k")
+    assert client.get("/a") == {"a": 1}
+    # Dropped on the kept connection: sent again at once; dropped on the new one too: a
+    # connection lost as any other, paused for.
+    assert client.post("/b", {"x": 1}, idempotency_key="req-b") == {"b": 2}
+    client.close()
+    assert pauses == [client_module.RETRY_PAUSE_S]
+    assert server.connections == 3
+    assert [headers.get("idempotency-key") for _, headers, _ in server.requests] == [
+        None, "req-b", "req-b", "req-b"]
+
+
 def test_a_refusal_carries_its_problem_details(server):
     problem = json.dumps({"title": "Conflict", "detail": "The round moved on.",
                           "rule": "R-V1"}).encode()
