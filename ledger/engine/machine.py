@@ -787,12 +787,15 @@ class RoundMachine:
         depends, waits = self._dependent_hands()
         if WILD in self.dealer:
             pass  # R-W5, R-X10: the dealer is 21 and draws nothing
-        elif rules.dealer_policy == "beat_players":
-            if depends or waits:
-                best = max(hand_total(hand.cards)[0] for _, _, hand in self.hands_in_order()
-                           if hand.status == LIVE)
-                while self._dealer_may_beat(best):
-                    self._deal_card(f.DEALER, 0, draw)
+        elif rules.dealer_policy == "beat_players" and depends:
+            if len(self.dealer) == 1:
+                # No hole card (rules of a table's own): the second card comes first, as it
+                # would at any table (R-G2), and may make a dealer natural (R-G7).
+                self._deal_card(f.DEALER, 0, draw)
+            best = max(hand_total(hand.cards)[0] for _, _, hand in self.hands_in_order()
+                       if hand.status == LIVE)
+            while self._dealer_may_beat(best):
+                self._deal_card(f.DEALER, 0, draw)
         elif depends:
             while self._dealer_wants_card():
                 self._deal_card(f.DEALER, 0, draw)

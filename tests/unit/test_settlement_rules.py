@@ -93,6 +93,13 @@ def casino(cards: str, rules: RuleSet = CASINO, limits: TableLimits | None = Non
     return Scripted(rules, cards, limits).bet("P1", 1, stake).bet("P2", 2, stake).deal()
 
 
+# The casino's game with the wild21 dealer, who draws to beat the players (R-W6): a rule set a
+# manager may give a table (every row of R-S2 is a setting). R-G8 and R-X2 hold for it too.
+CASINO_BEATING = CASINO.evolve(name="casino_beating", dealer_policy="beat_players")
+BOTH_DEALERS = pytest.mark.parametrize("rules", [CASINO, CASINO_BEATING], ids=["stand_17",
+                                                                              "beat_players"])
+
+
 # == payout() rounding (R-M2, R-X5) ================================================================
 
 @pytest.mark.parametrize(("stake", "ratio", "unit", "paid", "remainder"), [
@@ -361,8 +368,9 @@ def test_a_dealer_who_hits_soft_17_draws_to_a_soft_17_and_stands_on_a_hard_one(
     check_money(r, {"P1": 10, "P2": 10})
 
 
-def test_the_dealer_takes_no_card_when_every_hand_has_busted() -> None:
-    r = casino("TS 9H 7D 6S 5C 8D 9D 4C").hit("P1", 1).hit("P2", 2).finish()
+@BOTH_DEALERS
+def test_the_dealer_takes_no_card_when_every_hand_has_busted(rules: RuleSet) -> None:
+    r = casino("TS 9H 7D 6S 5C 8D 9D 4C", rules).hit("P1", 1).hit("P2", 2).finish()
     assert r.dealer_cards() == ["7D"]
     assert r.shoe.left() == ["4C"]
     done = [x for x in r.facts if isinstance(x, f.DealerFinished)]
@@ -370,39 +378,47 @@ def test_the_dealer_takes_no_card_when_every_hand_has_busted() -> None:
     check_money(r, {"P1": -10, "P2": -10})
 
 
+@BOTH_DEALERS
 def test_the_dealer_takes_no_card_against_an_ace_when_every_hand_busted_and_nobody_insured(
-) -> None:
-    r = casino("TS 9H AD 6S 5C 8D 9D 4C").hit("P1", 1).hit("P2", 2).finish()
+        rules: RuleSet) -> None:
+    r = casino("TS 9H AD 6S 5C 8D 9D 4C", rules).hit("P1", 1).hit("P2", 2).finish()
     assert r.dealer_cards() == ["AD"]
     check_money(r, {"P1": -10, "P2": -10})
 
 
-def test_the_dealer_takes_only_the_second_card_for_insurance_when_every_hand_busted() -> None:
-    r = casino("TS 9H AD 6S 5C 8D 9D 5H 6C").insure("P1", 5).hit("P1", 1).hit("P2", 2)
+@BOTH_DEALERS
+def test_the_dealer_takes_only_the_second_card_for_insurance_when_every_hand_busted(
+        rules: RuleSet) -> None:
+    r = casino("TS 9H AD 6S 5C 8D 9D 5H 6C", rules).insure("P1", 5).hit("P1", 1).hit("P2", 2)
     r.finish()
     assert r.dealer_cards() == ["AD", "5H"]  # 16, yet no third card
     assert r.shoe.left() == ["6C"]
     check_money(r, {"P1": -15, "P2": -10})
 
 
-def test_insurance_on_busted_hands_is_paid_when_the_second_card_makes_a_natural() -> None:
-    r = casino("TS 9H AD 6S 5C 8D 9D KH").insure("P1", 5).hit("P1", 1).hit("P2", 2).finish()
+@BOTH_DEALERS
+def test_insurance_on_busted_hands_is_paid_when_the_second_card_makes_a_natural(
+        rules: RuleSet) -> None:
+    r = casino("TS 9H AD 6S 5C 8D 9D KH", rules).insure("P1", 5).hit("P1", 1).hit("P2", 2).finish()
     assert r.dealer_cards() == ["AD", "KH"]
     check_money(r, {"P1": 0, "P2": -10})
 
 
+@BOTH_DEALERS
 @pytest.mark.parametrize(("upcard", "dealer"), [("AD", ["AD", "5D"]), ("TD", ["TD", "5D"]),
                                                 ("QD", ["QD", "5D"]), ("5D", ["5D"])])
 def test_against_a_lone_natural_the_dealer_takes_only_the_second_card_and_only_for_ace_or_ten(
-        upcard: str, dealer: list[str]) -> None:
+        upcard: str, dealer: list[str], rules: RuleSet) -> None:
     # P1 holds a natural (no even money); P2 busts 9,5 with a 9. Nothing else depends.
-    r = casino(f"AS 9H {upcard} KS 5C 9S 5D 6C").hit("P2", 2).finish()
+    r = casino(f"AS 9H {upcard} KS 5C 9S 5D 6C", rules).hit("P2", 2).finish()
     assert r.dealer_cards() == dealer
     check_money(r, {"P1": 15, "P2": -10})
 
 
-def test_against_a_lone_prize_hand_and_a_5_upcard_the_dealer_takes_no_card() -> None:
-    r = casino("7S 9H 5D 7H 5C 7D 9D 6C").hit("P1", 1).hit("P2", 2).finish()
+@BOTH_DEALERS
+def test_against_a_lone_prize_hand_and_a_5_upcard_the_dealer_takes_no_card(
+        rules: RuleSet) -> None:
+    r = casino("7S 9H 5D 7H 5C 7D 9D 6C", rules).hit("P1", 1).hit("P2", 2).finish()
     assert r.dealer_cards() == ["5D"]
     check_money(r, {"P1": 30, "P2": -10})
 
@@ -411,6 +427,24 @@ def test_the_dealer_draws_on_while_a_hand_depends_on_its_total() -> None:
     r = casino("AS 9H 5D KS 8C 5H 6C 2S").stand("P2", 2).finish()
     assert r.dealer_cards() == ["5D", "5H", "6C", "2S"]
     check_money(r, {"P1": 15, "P2": -10})
+
+
+def test_a_dealer_beating_players_takes_its_second_card_before_judging_a_lower_hand() -> None:
+    # P1 stands on 10 against the ace, insured; alone the ace (11) would beat him, but a
+    # dealer's hand is two cards at least, and the second makes a natural (R-G2, R-G7).
+    r = casino("4S 9H AD 6S 5C 8D KH 2C", CASINO_BEATING).insure("P1", 5).stand("P1", 1)
+    r.hit("P2", 2).finish()
+    assert r.dealer_cards() == ["AD", "KH"]
+    assert settled_stake(r, "P1", 0, line=f.INSURANCE).won == 10
+    check_money(r, {"P1": 0, "P2": -10})
+
+
+def test_a_dealer_beating_players_draws_past_the_highest_live_total() -> None:
+    # P1 stands on 17, P2 on 18: the dealer draws from 5 while not above 18 (R-W6).
+    r = casino("9S TH 5D 8S 8C 4C 2D 3H 6S", CASINO_BEATING).stand("P1", 1).stand("P2", 2)
+    r.finish()
+    assert r.dealer_cards() == ["5D", "4C", "2D", "3H", "6S"]  # 20: above 18, it stops
+    check_money(r, {"P1": -10, "P2": -10})
 
 
 # == casino_wild: forfeits and the dealer's wild upcard (R-X1, R-X8, R-X10, R-W2) ==================
@@ -616,3 +650,21 @@ def test_a_decision_the_rules_refuse_is_named_with_the_events_before_it_as_its_g
     (finding,) = readjudicate(CASINO, TableLimits(), altered)
     assert finding.startswith(f"fact {i + 1} (HandStood) is refused by the rules, given the "
                               "events before it: ")
+
+
+def test_a_record_short_of_a_card_the_rules_deal_is_named_so_not_as_a_shoe_run_out() -> None:
+    # The dealer's second card taken out of the record: the replay asks for one more card
+    # than it holds, which once read as "the rules give RoundVoided (the shoe ran out)".
+    r = casino("TS 9H AD 6S 5C 8D 9D 5H 6C").insure("P1", 5).hit("P1", 1).hit("P2", 2)
+    r.finish()
+    second = next(i for i, x in enumerate(r.facts) if isinstance(x, f.CardDealt)
+                  and x.box == f.DEALER and x.card == "5H")
+    finished = next(x for x in r.facts if isinstance(x, f.DealerFinished))
+    short = [x for x in r.facts[:second] + r.facts[second + 1:] if x is not finished]
+    short.insert(second, replace(finished, total=11, cards=["AD"]))
+    (finding,) = readjudicate(CASINO, TableLimits(), short)
+    assert finding == (f"fact {second + 1}: recorded {short[second]}; the rules deal one more "
+                       "card at this point, and the record holds none")
+    # A round the shoe did run out in replays as recorded.
+    ran_out = casino("TS 9H AD 6S 9C").insure("P1", 5).hit("P1", 1)
+    assert readjudicate(CASINO, TableLimits(), ran_out.facts) == []
