@@ -470,7 +470,7 @@ class RoundMachine:
         reason, rule = self._insurance_refusal(bettor)
         if reason:
             raise DecisionRefused(reason, rule)
-        cap = self.stakes_of(bettor) // 2
+        cap = self._insurance_cap(bettor)
         if amount > cap:
             raise DecisionRefused(f"Insurance of {amount} is over {bettor}'s limit of {cap}, "
                                   "half of his stakes at the table.", "R-X6")
@@ -637,14 +637,17 @@ class RoundMachine:
         if _split_value(first) != _split_value(second):
             return "Only two cards of the same value may be split.", "R-C3"
         if len(b.hands) >= self.rules.max_hands_per_box:
-            return (f"Box {b.number} already has {len(b.hands)} hands, the most a box may "
-                    "play."), "R-C3"
+            count = len(b.hands)
+            return (f"Box {b.number} already has {count} hand{'s' if count != 1 else ''}, the "
+                    "most a box may play."), "R-C3"
         return NO
 
     def _surrender_refusal(self, b: Box) -> Refusal:
         if not self.rules.surrender:
             return "This game has no surrender.", "R-C1"
         hand = b.hands[0]
+        if hand.status != LIVE:
+            return f"Box {b.number} is already {hand.status}.", _STATUS_RULE[hand.status]
         if WILD in hand.cards:
             return "A hand holding the wild card has ended its turn.", "R-W1"
         if hand.stood:
@@ -656,11 +659,15 @@ class RoundMachine:
             return "Surrender is not allowed when the dealer's upcard is an ace.", "R-C1"
         if b.was_split or hand.doubled:
             return "A box cannot be surrendered after a split or a double.", "R-C1"
-        if hand.status != LIVE:
-            return f"Box {b.number} is already {hand.status}.", _STATUS_RULE[hand.status]
         if self.is_natural(b, hand):
             return "A natural cannot be surrendered.", "R-C1"
         return NO
+
+    def _insurance_cap(self, bettor: str) -> int:
+        """R-X6: half the bettor's stakes at the table, down to a whole minimum unit (R-M2),
+        the most insurance that can be placed."""
+        unit = self.limits.min_unit
+        return self.stakes_of(bettor) // 2 // unit * unit
 
     def _insurance_refusal(self, bettor: str) -> Refusal:
         if not self.rules.insurance:
@@ -929,8 +936,8 @@ class RoundMachine:
                         not self._even_money_refusal(bettor, number)[0]:
                     out.append(Legal("even_money", bettor, number, 0))
         for bettor in self.players():
-            if not self._insurance_refusal(bettor)[0] and self.stakes_of(bettor) // 2 >= \
-                    self.limits.min_chip:
+            if not self._insurance_refusal(bettor)[0] and \
+                    self._insurance_cap(bettor) >= self.limits.min_chip:
                 out.append(Legal("insure", bettor))
         if t is None:
             out.append(Legal("play_dealer"))

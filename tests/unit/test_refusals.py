@@ -403,6 +403,12 @@ def test_a_split_beyond_a_house_limit_of_two_hands_is_refused() -> None:
     refused(r, DecisionRefused, "R-C3", lambda: r.split("P1", 1, 0), match="2 hands")
 
 
+def test_a_split_at_a_house_limit_of_one_hand_says_one_hand() -> None:
+    rules = CASINO.evolve(max_hands_per_box=1)
+    r = two_boxes("8S 9H 7D 8H 9C 8D", rules=rules)
+    refused(r, DecisionRefused, "R-C3", lambda: r.split("P1", 1), match="already has 1 hand,")
+
+
 def test_a_resplit_of_aces_is_refused() -> None:
     r = two_boxes("AS 9H 7D AH 9C AD 6C").split("P1", 1)
     assert r.m.boxes[1].hands[0].cards == ["AS", "AD"]
@@ -456,6 +462,13 @@ def test_surrendering_a_box_twice_is_refused() -> None:
     refused(r, DecisionRefused, "R-C1", lambda: r.surrender("P1", 1), match="already surrendered")
 
 
+def test_surrender_of_a_box_forfeited_at_the_deal_says_so_before_the_dealers_ace() -> None:
+    # Both are true; the box's own state is what a dealer can act on (it said "the upcard").
+    r = two_boxes("TS W AD 6S 7C", rules=CASINO_WILD)
+    refused(r, DecisionRefused, "R-W2", lambda: r.surrender("P1", 1),
+            match="Box 1 is already forfeited")
+
+
 def test_surrender_of_a_box_without_a_stake_is_refused() -> None:
     r = two_boxes("TS 9H 7D 6S 9C")
     refused(r, DecisionRefused, "R-C8", lambda: r.surrender("P1", 4), match="Box 4 has no stake")
@@ -479,6 +492,15 @@ def test_insurance_over_half_the_players_stakes_is_refused() -> None:
     refused(r, DecisionRefused, "R-X6", lambda: r.insure("P1", 8), match="limit of 7")
     r.insure("P1", 7)
     assert r.m.insurance == {"P1": 7}
+
+
+def test_the_insurance_cap_named_is_a_whole_minimum_unit() -> None:
+    # Half of 15 is 7, which a minimum unit of 5 does not allow: the most that can go is 5.
+    limits = TableLimits(min_unit=5, min_chip=5, table_min=15)
+    r = two_boxes("TS 9H AD 6S 9C", limits=limits, stake=15)
+    refused(r, DecisionRefused, "R-X6", lambda: r.insure("P1", 10), match="limit of 5,")
+    r.insure("P1", 5)
+    assert r.m.insurance == {"P1": 5}
 
 
 def test_the_insurance_cap_counts_the_players_co_bets() -> None:
