@@ -7,6 +7,7 @@ to date a moment behind the ledger; ``GET /audit/projections`` tells by how many
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -17,6 +18,7 @@ from api.schemas import FindingsSchema, Out, QueryBoolean, page_limit, player, p
 from api.services import ledger, services
 from api.views import Blueprint, guard
 from ledger.aggregates.account import ACCOUNT_KINDS
+from projections.queries import MOMENTS
 from projections.rounds import STATUSES
 from projections.settings import (
     BALANCES_PAGE_MAX,
@@ -28,6 +30,8 @@ from projections.settings import (
     DAY_RANGE_MAX_DAYS,
     DAY_ROUNDS_PAGE_MAX,
     HOUSE_PAGE_MAX,
+    MOMENT_MAX,
+    MOMENT_MIN,
     ROUNDS_PAGE_MAX,
 )
 
@@ -46,6 +50,11 @@ _MOMENT = ("An ISO 8601 time with its zone, as 2026-11-30T06:00:00Z or 2026-11-3
            "(a + in a query string is written %2B).")
 
 
+def _within_moments(value: datetime) -> None:
+    if not MOMENT_MIN <= value <= MOMENT_MAX:
+        raise ValidationError(MOMENTS)
+
+
 class _Moment(fields.AwareDateTime):
     """An ISO 8601 time with its zone; its Z in either case, as RFC 3339 allows (a client's
     2026-11-30T06:00:00z was refused; any separator, a lower-case t too, was taken)."""
@@ -58,7 +67,9 @@ class _Moment(fields.AwareDateTime):
 def _moment(bound: str) -> fields.AwareDateTime:
     return _Moment(
         error_messages={"invalid": _MOMENT, "invalid_awareness": _MOMENT},
-        metadata={"description": f"{bound}, with a zone: 2026-11-30T06:00:00Z."})
+        validate=_within_moments,
+        metadata={"description": f"{bound}, with a zone: 2026-11-30T06:00:00Z; from "
+                                 f"{MOMENT_MIN.date()} to {MOMENT_MAX.date()} (UTC)."})
 
 
 class SearchRoundsQuerySchema(Schema):

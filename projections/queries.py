@@ -58,6 +58,8 @@ from projections.settings import (
     DAY_RANGE_MAX_DAYS,
     DAY_ROUNDS_PAGE_MAX,
     HOUSE_PAGE_MAX,
+    MOMENT_MAX,
+    MOMENT_MIN,
     ROUNDS_PAGE_MAX,
     GamingDay,
     statement_timeout_ms,
@@ -66,6 +68,10 @@ from projections.table_days import COUNTERS, TableDaysView, stored_gaming_day
 
 if TYPE_CHECKING:
     from ledger.application import GameLedger
+
+
+MOMENTS = "A time lies from {} to {}.".format(
+    *(m.isoformat().replace("+00:00", "Z") for m in (MOMENT_MIN, MOMENT_MAX)))
 
 
 class QueryTooBroad(DecisionRefused):
@@ -151,6 +157,8 @@ class ReadModels:
             if bound is not None and (not isinstance(bound, datetime) or bound.tzinfo is None):
                 raise QueryRefused("A time bound needs a date, a time and a time zone.",
                                       field=name)
+            if bound is not None and not MOMENT_MIN <= bound <= MOMENT_MAX:
+                raise QueryRefused(MOMENTS, field=name)
         if started_from is not None and started_to is not None and started_from >= started_to:
             raise QueryRefused("The start of a time range must come before its end.",
                                   field="started_to")

@@ -23,6 +23,10 @@ GAMING_DAY_START_DEFAULT: Final = time(6, 0)
 # next day's start, at up to 12 hours west of UTC, must not fall after 9999-12-31.
 DAY_MIN: Final = date(1, 1, 2)
 DAY_MAX: Final = date(9999, 12, 29)
+# The instants a round search takes: each gaming day's, in any zone (a time near year 1 or
+# 9999 in a far zone lies outside the years Python can hold once taken to UTC).
+MOMENT_MIN: Final = datetime.combine(DAY_MIN, time(), UTC)
+MOMENT_MAX: Final = datetime.combine(DAY_MAX + timedelta(days=1), time(), UTC)
 STATEMENT_TIMEOUT_MS: Final = "PITBOSS_QUERY_STATEMENT_TIMEOUT_MS"
 
 # Batches: a page of notifications is read, applied and tracked in one transaction.

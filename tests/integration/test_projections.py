@@ -8,7 +8,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -593,6 +593,9 @@ def test_an_event_skipped_by_the_reader_stops_the_projection_loudly(env: Env, na
     casino.close()
 
 
+FAR_EAST, FAR_WEST = timezone(timedelta(hours=14)), timezone(timedelta(hours=-14))
+
+
 @pytest.mark.parametrize(("call", "sentence"), [
     (lambda m: m.search_rounds(limit=0), "A page holds 1 to 200 rounds"),
     (lambda m: m.search_rounds(limit=201), "A page holds 1 to 200 rounds"),
@@ -605,6 +608,11 @@ def test_an_event_skipped_by_the_reader_stops_the_projection_loudly(env: Env, na
     (lambda m: m.search_rounds(table_id="T1"), "table id is a UUID"),
     (lambda m: m.search_rounds(started_from=datetime(2025, 1, 1)), "time zone"),
     (lambda m: m.search_rounds(started_from=T0, started_to=T0), "must come before"),
+    # Taken to UTC, these fall outside the years a datetime holds.
+    (lambda m: m.search_rounds(started_from=datetime(1, 1, 1, tzinfo=FAR_EAST)),
+     "A time lies from 0001-01-02T00:00:00Z"),
+    (lambda m: m.search_rounds(started_to=datetime(9999, 12, 31, 23, tzinfo=FAR_WEST)),
+     "A time lies from"),
     (lambda m: m.search_rounds(prize="yes"), "prize filter"),
     (lambda m: m.balances(limit=501), "A page holds 1 to 500 accounts"),
     (lambda m: m.balances(cursor="e30"), "cursor"),
