@@ -1698,7 +1698,8 @@ def _check_rule_set(rules: RuleSet) -> None:
     and version for other rules."""
     if not (is_name(rules.name) and written_one_way(rules.name)):
         raise RuleSetInvalid("name", "it must be printable, without surrounding spaces, in "
-                             "composed form (Unicode NFC) and not start with an accent")
+                             "composed form (Unicode NFC), not start with an accent and hold "
+                             "no character that shows nothing")
     clash = preset_clash(rules)
     if clash is not None:
         raise RuleSetInvalid("name", clash)

@@ -17,10 +17,27 @@ def is_name(name: object) -> TypeGuard[str]:
         and name.isprintable() and name == name.strip()
 
 
+# Unicode's Default_Ignorable_Code_Point ranges (DerivedCoreProperties.txt): characters that
+# show nothing. Most are not printable (str.isprintable); a few letters and marks are, such as
+# U+3164 HANGUL FILLER and the variation selectors, and "T1" with one looks like "T1".
+_INVISIBLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+              (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+              (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+              (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+              (0xE0000, 0xE0FFF))
+
+
+def invisible_in(name: str) -> str | None:
+    """The first character of ``name`` that shows nothing, if any."""
+    return next((c for c in name if any(lo <= ord(c) <= hi for lo, hi in _INVISIBLE)), None)
+
+
 def written_one_way(name: str) -> bool:
-    """In composed form (Unicode NFC), and starting with a character of its own: ids are made
-    from names, and "Café" written two ways would name two tables that look the same."""
-    return unicodedata.normalize("NFC", name) == name and not unicodedata.combining(name[0])
+    """In composed form (Unicode NFC), starting with a character of its own and holding none
+    that shows nothing: ids are made from names, and "Café" written two ways would name two
+    tables that look the same."""
+    return (unicodedata.normalize("NFC", name) == name and not unicodedata.combining(name[0])
+            and invisible_in(name) is None)
 
 
 def check_name(what: str, name: str, field: str | None = None) -> None:
@@ -33,6 +50,11 @@ def check_name(what: str, name: str, field: str | None = None) -> None:
 def check_new_name(what: str, name: str, field: str) -> None:
     """A name given to something new is written one way only. (Checked where names are
     given, not where they are used: a name recorded before stays usable.)"""
+    hidden = invisible_in(name)
+    if hidden is not None:
+        raise NameRefused(f"A {what} holds no character that shows nothing, as U+"
+                          f"{ord(hidden):04X} ({unicodedata.name(hidden, 'unnamed')}) does: "
+                          "the name would look the same without it.", field=field)
     if not written_one_way(name):
         raise NameRefused(f"A {what} is written in composed form (Unicode NFC) and does not "
                           "start with an accent.", field=field)

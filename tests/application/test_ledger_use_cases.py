@@ -466,6 +466,24 @@ def test_a_new_name_is_written_one_way_only(make_ledger: MakeLedger, name: str) 
     app.open_table("o", "boss", "Caf\u00e9 1", CASINO)
 
 
+@pytest.mark.parametrize(("name", "named"), [
+    ("\u3164", "U+3164 (HANGUL FILLER)"), ("\u115f", "U+115F (HANGUL CHOSEONG FILLER)"),
+    ("T1\u034f", "U+034F (COMBINING GRAPHEME JOINER)"), ("T1\ufe0f", "U+FE0F (VARIATION "),
+    ("T\u17b41", "U+17B4 (KHMER VOWEL INHERENT AQ)"), ("T1\U000e0100", "U+E0100 ("),
+])
+def test_a_new_name_holds_no_character_that_shows_nothing(make_ledger: MakeLedger, name: str,
+                                                          named: str) -> None:
+    # Each printable, so taken before: "T1" with one opened a second table that looks like T1.
+    app = Desk(make_ledger()).app
+    refused = unchanged(app, lambda: app.open_table("o", "boss", name, CASINO), NameRefused, "")
+    assert refused.field == "name"
+    assert named in refused.message
+    refused = unchanged(app, lambda: app.open_account("a", "cashier", name), NameRefused, "")
+    assert refused.field == "player"
+    with pytest.raises(RuleSetInvalid, match="shows nothing"):
+        app.open_table("o2", "boss", "T2", CASINO.evolve(name=f"house {name}"))
+
+
 def test_rules_asking_for_another_shoe_start_the_next_round_on_one(
         make_ledger: MakeLedger) -> None:
     deep = CASINO.evolve(name="deep shoe", penetration_percent=90)
