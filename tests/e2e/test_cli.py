@@ -168,6 +168,15 @@ def test_a_key_file_is_read_again_when_it_changes(tmp_path, database):
                             headers={"Authorization": f"Bearer {key}"}), 401)
 
 
+@pytest.mark.parametrize("name", ["ann\u034f", "Cafe\u0301", "\u3164"])
+def test_a_new_key_name_is_written_one_way_only(tmp_path, name):
+    # It names the actor of every event its key records, as a player's name names a player.
+    path = tmp_path / "keys.jsonl"
+    with pytest.raises(KeyConfigError, match="a new key name is written in composed form"):
+        append_key(path, name, "dealer")
+    assert not path.exists()
+
+
 def test_a_key_file_is_read_again_until_its_stamp_has_stayed_the_same_a_while(
         tmp_path, monkeypatch, caplog):
     # Written twice within one tick of a coarse timestamp (a second or two on some
