@@ -114,12 +114,21 @@ class ReadModels:
         self.close()
 
     @contextmanager
-    def _read(self) -> Iterator[Curs]:
+    def _read(self, *views: View) -> Iterator[Curs]:
+        """A read-only transaction on one snapshot, the tables of ``views`` locked before its
+        first query takes it: a read that waits on a rebuild's swap (:mod:`projections.rebuild`)
+        then sees the swapped-in tables as committed. Locked by its first query instead, it had
+        taken its snapshot before waiting, and found the new tables without the events the swap
+        brought them up to meanwhile (a day's report, read to its end, went back 200 chips and
+        forward again)."""
         try:
             with self._datastore.transaction(commit=False) as curs:
                 curs.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 curs.execute(SQL("SET LOCAL statement_timeout = {}").format(
                     Literal(self._timeout_ms)))
+                if views:  # in the order a swap and a worker's batch lock them
+                    curs.execute(SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(SQL(", ").join(
+                        v.qualified(part) for v in views for part in ("tracking", *v.parts))))
                 yield curs
         except OperationalError as error:
             if isinstance(error.__cause__, QueryCanceled):
@@ -206,7 +215,7 @@ class ReadModels:
             "ORDER BY {k}started_at DESC, {k}round_id DESC LIMIT %s").format(
             source=source, tables=self._rounds.qualified("tables"), k=key,
             where=SQL("WHERE ") + SQL(" AND ").join(where) if where else SQL(""))
-        with self._read() as curs:
+        with self._read(self._rounds) as curs:
             curs.execute(statement, [*params, limit + 1], prepare=False)
             rows = curs.fetchall()
         page = rows[:limit]
@@ -242,7 +251,7 @@ class ReadModels:
             "ON t.house_account_id = a.account_id {} ORDER BY a.owner, a.account_id LIMIT %s"
             ).format(self._balances.qualified("accounts"), self._balances.qualified("tables"),
                      SQL("WHERE ") + SQL(" AND ").join(where) if where else SQL(""))
-        with self._read() as curs:
+        with self._read(self._balances) as curs:
             curs.execute(statement, [*params, limit + 1])
             rows = curs.fetchall()
         page = rows[:limit]
@@ -263,7 +272,7 @@ class ReadModels:
             "ON a.account_id = t.house_account_id {} ORDER BY t.name, t.table_id LIMIT %s"
             ).format(self._balances.qualified("tables"), self._balances.qualified("accounts"),
                      SQL("" if after is None else "WHERE (t.name, t.table_id) > (%s, %s)"))
-        with self._read() as curs:
+        with self._read(self._balances) as curs:
             curs.execute(statement, [*(after or []), limit + 1])
             rows = curs.fetchall()
         page = rows[:limit]
@@ -343,7 +352,7 @@ class ReadModels:
             raise QueryRefused(f"A report covers at most {DAY_RANGE_MAX_DAYS} days.",
                                   field="to")
         q = self._days.qualified
-        with self._read() as curs:
+        with self._read(self._days) as curs:
             gaming_day = stored_gaming_day(curs, self._days)
             (lag,) = lag_report(curs, self._events, [("table_days", self._days)])
             curs.execute(SQL("SELECT applied_until FROM {}").format(q("settings")))
@@ -405,7 +414,7 @@ class ReadModels:
         after = None if cursor is None else self._cursors.decode(
             cursor, of, _notification_key, parts=1)[0]
         q = self._days.qualified
-        with self._read() as curs:
+        with self._read(self._days) as curs:
             gaming_day = stored_gaming_day(curs, self._days)
             table = _reported_table(curs, q("tables"), table_id)
             (lag,) = lag_report(curs, self._events, [("table_days", self._days)])
@@ -468,7 +477,7 @@ class ReadModels:
         of = _filtered("cashier", day)
         after = None if cursor is None else self._cursors.decode(cursor, of, _moment_key)
         movements = self._balances.qualified("movements")
-        with self._read() as curs:
+        with self._read(self._balances, self._days) as curs:
             starts, ends = stored_gaming_day(curs, self._days).bounds(day)
             (lag,) = lag_report(curs, self._events, [("balances", self._balances)])
             curs.execute(SQL("SELECT movements_listed_after FROM {}").format(
@@ -530,7 +539,7 @@ class ReadModels:
 
     def positions(self) -> list[dict[str, Any]]:
         """Each projection's position, the ledger's head and the lag between them (events)."""
-        with self._read() as curs:
+        with self._read(*self._views.values()) as curs:
             return lag_report(curs, self._events, list(self._views.items()))
 
 

@@ -8,7 +8,9 @@
    batch takes them, so the two cannot deadlock), brings the new tables up to the position a
    worker had brought the live ones to meanwhile, drops the live tables, and renames the new
    tables and their indexes to the live names. Readers see the old view or the new one, never
-   a mixture, and never a view behind one they saw.
+   a mixture, and never a view behind one they saw (a read locks the tables it reads before
+   its first query takes its snapshot, :meth:`projections.queries.ReadModels._read`: one
+   waiting on the swap sees what the swap committed).
 4. The new live view catches up with what was written meanwhile. A worker that was running
    finds the tracking row at a position it did not expect, so its next batch is refused
    (compare-and-set, :mod:`projections.base`); it reads the new position and goes on. Nothing

@@ -8,6 +8,8 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
 
 import psycopg
 import pytest
@@ -18,7 +20,7 @@ from ledger.rules import CASINO
 from projections.engine import NAMES, PROJECTION_CLASSES
 from projections.queries import ReadModels
 from projections.rebuild import rebuild, rebuild_lock_key
-from projections.settings import ProjectionSetupError
+from projections.settings import GamingDay, ProjectionSetupError
 from projections.worker import run_worker
 from tests.integration.test_projections_support import (
     WILD_HEAVY,
@@ -207,6 +209,65 @@ def test_a_rebuild_swaps_in_no_earlier_than_where_the_worker_had_brought_the_vie
     assert report["position"] == head(env)
     with ReadModels(env) as reads:
         assert reads.check_balances(casino.ledger)["findings"] == []
+
+
+def test_a_read_waiting_on_the_swap_sees_the_view_swapped_in_with_all_it_was_brought_up_to(
+        env: Env, casino: Casino) -> None:
+    # A read arriving while the swap held the live tables took its snapshot, then waited; the
+    # swap's catch-up (the round the worker had counted meanwhile) committed after that
+    # snapshot, so the read found the new tables without it: a day read to its end went back
+    # a round, and forward again on the next read.
+    table = casino.table("Main", CASINO)
+    casino.simple_round(table)
+    ReadModels(env).close()
+    day = GamingDay.from_env(env).day_of(datetime.fromisoformat(
+        casino.ledger.round_events(casino.simple_round(table))[0]["timestamp"]))
+    holder = connect(env)
+    holder.autocommit = False
+    asked: list[int] = []
+
+    class WorkerMovesOnAndTheCatchUpWaits(threading.Event):
+        """Asked the second time (the swap next): a round is played and the live view brought
+        up to it; the fresh tracking table is held, so the swap's catch-up waits for it."""
+
+        def is_set(self) -> bool:
+            asked.append(0)
+            if len(asked) == 2:
+                casino.simple_round(table)
+                with engine(env, names=["table_days"]) as worker:
+                    worker.catch_up(100)
+                holder.execute("LOCK TABLE table_days_next_tracking IN ACCESS EXCLUSIVE MODE")
+            return False
+
+    def waiting(count: int) -> Callable[[], bool]:
+        """Whether ``count`` locks on the view's tables are waited for."""
+        def found() -> bool:
+            with connect(env) as conn:
+                return conn.execute(
+                    "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                    "WHERE c.relname LIKE 'table\\_days\\_%' AND NOT l.granted"
+                ).fetchone() == (count,)
+        return found
+
+    done: dict[str, Any] = {}
+    rebuilding = threading.Thread(target=lambda: done.update(report=rebuild(
+        env, "table_days", batch_size=1000, stop=WorkerMovesOnAndTheCatchUpWaits())))
+    with ReadModels(env) as reads, holder:
+        rebuilding.start()
+        try:
+            wait_until(waiting(1), what="the swap's catch-up waiting")
+            reader = threading.Thread(target=lambda: done.update(
+                during=reads.table_day_report(table, day, day)))
+            reader.start()
+            wait_until(waiting(2), what="the read waiting on the swap")
+        finally:
+            holder.rollback()
+            rebuilding.join(30)
+        reader.join(30)
+        assert done["report"]["swapped"]
+        after = reads.table_day_report(table, day, day)
+    assert after[0]["rounds_played"] >= 2  # (3, unless a gaming day began between them)
+    assert done["during"] == after
 
 
 def test_a_rebuild_stopped_before_the_swap_leaves_the_live_view_alone(
