@@ -49,6 +49,7 @@ from api.database import (
     DatabaseSetupError,
     check_database,
     external_database_named,
+    origin,
     resolve_database,
     stop_embedded,
 )
@@ -377,7 +378,7 @@ def db_check() -> None:
     configured_schema(os.environ)  # one the service would refuse is no "ok" (nothing started)
     settings = resolve_database(os.environ, existing=True)
     check_database(settings, timeout_s=settings.connect_timeout_s)
-    click.echo(f"ok: {settings.masked()} (from {settings.source})")
+    click.echo(f"ok: {settings.masked()} (from {origin(settings)})")
 
 
 @db.command("stop")

@@ -155,8 +155,9 @@ class DatabaseSettings:
         return _format_url(self, quote(self.password, safe="") if self.password else "")
 
     def masked(self) -> str:
-        """The settings as a ``postgresql://`` URL with the password replaced by ``***``."""
-        return _format_url(self, _MASK)
+        """The settings as a ``postgresql://`` URL with the password, if there is one,
+        replaced by ``***`` (the embedded server's has none: shown masked, it seemed set)."""
+        return _format_url(self, _MASK if self.password else "")
 
     def eventsourcing_env(self) -> dict[str, str]:
         """The environment for an ``eventsourcing.application.Application`` on this database."""
@@ -388,15 +389,16 @@ def resolve_database(
         folder = data_dir if data_dir is not None else environ.get("PITBOSS_DATA_DIR", "")
         settings = start_embedded(folder or DEFAULT_DATA_DIR, existing=existing)
     settings = replace(settings, **_limits_from(environ))
-    logger.info("database: %s (from %s)", settings.masked(), _origin(settings))
+    logger.info("database: %s (from %s)", settings.masked(), origin(settings))
     return settings
 
 
-def _origin(settings: DatabaseSettings) -> str:
-    """Where the settings came from, as a log says it: ``pitboss serve`` hands the embedded
-    server it started to its workers as ``DATABASE_URL``, which no operator set."""
+def origin(settings: DatabaseSettings) -> str:
+    """Where the settings came from, as the start-up log and ``pitboss db check`` say it: a
+    ``DATABASE_URL`` may reach an embedded server (``pitboss serve`` hands the one it started
+    to its workers so, and an operator may too)."""
     if settings.source == "DATABASE_URL" and _embedded_folder(settings):
-        return f"the embedded PostgreSQL in {settings.host}, passed on as DATABASE_URL"
+        return f"DATABASE_URL, the embedded PostgreSQL in {settings.host}"
     return settings.source
 
 

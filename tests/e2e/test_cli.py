@@ -1222,6 +1222,20 @@ def test_reading_commands_make_no_embedded_database_where_there_is_none(tmp_path
     assert not nowhere.parent.exists()
 
 
+def test_db_check_names_an_embedded_server_reached_by_database_url_and_no_password(
+        database, monkeypatch):
+    # It said "postgres:***@ (from DATABASE_URL)", where the start-up log named the embedded
+    # server: a password that was never set, and another origin than the log's.
+    for name in POSTGRES_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    result = CliRunner().invoke(main, ["db", "check"])
+    assert result.exit_code == 0, result.output
+    assert result.output == (f"ok: {database.masked()} (from DATABASE_URL, the embedded "
+                             f"PostgreSQL in {database.host})\n")
+    assert "***" not in result.output
+
+
 def test_positions_says_when_the_worker_never_made_the_read_models(postgres_env, database,
                                                                    monkeypatch):
     env = postgres_env()

@@ -218,8 +218,8 @@ def test_the_external_path_works_with_the_embedded_server_as_its_url(database, c
     check_database(settings, timeout_s=5)
     # As pitboss serve's workers get the server it started: the log says which it is.
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("database:")]
-    assert said == [f"database: {settings.masked()} (from the embedded PostgreSQL in "
-                    f"{settings.host}, passed on as DATABASE_URL)"]
+    assert said == [f"database: {settings.masked()} (from DATABASE_URL, the embedded "
+                    f"PostgreSQL in {settings.host})"]
 
 
 def test_a_database_url_of_a_server_not_embedded_is_logged_as_that(caplog):

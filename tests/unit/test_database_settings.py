@@ -124,8 +124,15 @@ def test_the_password_is_masked_everywhere_it_could_be_shown():
 
 
 def test_a_socket_url_is_masked_too():
-    settings = DatabaseSettings(host="/tmp/pg", port=5432, dbname="postgres", user="postgres")
+    settings = DatabaseSettings(host="/tmp/pg", port=5432, dbname="postgres", user="postgres",
+                                password=SECRET)
     assert settings.masked() == "postgresql://postgres:***@/postgres?host=/tmp/pg"
+
+
+def test_a_url_without_a_password_shows_none_masked():
+    # The embedded server's: "postgres:***@" had a reader look for a password never set.
+    settings = DatabaseSettings(host="/tmp/pg", port=5432, dbname="postgres", user="postgres")
+    assert settings.masked() == "postgresql://postgres@/postgres?host=/tmp/pg"
 
 
 def test_the_eventsourcing_environment_names_the_postgres_module_and_limits():
