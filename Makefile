@@ -16,7 +16,8 @@ PY_CANDIDATES := python3 python3.13 python3.12 python3.11
 
 help:
 	@echo "make run      serve the API and the projection worker on 127.0.0.1:$${PORT:-8000}"
-	@echo "              (embedded PostgreSQL by default; a demo table and keys on first run)"
+	@echo "              (embedded PostgreSQL by default; a demo table on first run, new"
+	@echo "              demo keys each run)"
 	@echo "make test     lint, type-check, check import directions, run all tests"
 	@echo "make lint     ruff, mypy and import-linter only"
 	@echo "make db-stop  stop the embedded PostgreSQL kept running in var/pgdata"
