@@ -1216,8 +1216,10 @@ def _hit_refusal(hand: Hand) -> Refusal:
         return "This hand was doubled and takes exactly one more card.", "R-C2"
     if hand.split_aces:
         return "Split aces receive exactly one card each; this hand takes no more.", "R-C3"
+    if hand.status == LIVE and WILD in hand.cards:
+        return "A hand holding the wild card has ended its turn.", "R-W1"  # as for a double
     if hand.status == LIVE and hand.cards and hand_total(hand.cards)[0] >= 21:
-        return "A hand of 21 stands automatically.", "R-G4" if WILD not in hand.cards else "R-W1"
+        return "A hand of 21 stands automatically.", "R-G4"
     return "", ""
 
 

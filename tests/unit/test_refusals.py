@@ -328,6 +328,16 @@ def test_a_hit_on_a_hand_of_21_is_refused() -> None:
     refused(r, DecisionRefused, "R-G4", lambda: r.hit("P1", 1), match="21 stands automatically")
 
 
+@pytest.mark.parametrize("decision", ["hit", "double", "split"])
+def test_a_decision_on_a_split_hand_given_the_wild_card_is_refused_in_the_same_words(
+        decision: str) -> None:
+    # A hit said "A hand of 21 stands automatically.", a double or split the words here.
+    r = two_boxes("8S 9H 7D 8H 9C W 5C", CASINO_WILD).split("P1", 1)
+    assert r.m.boxes[1].hands[0].cards == ["8S", "W"]
+    refused(r, DecisionRefused, "R-W1", lambda: getattr(r, decision)("P1", 1, 0),
+            match=r"^A hand holding the wild card has ended its turn\. \(R-W1\)$")
+
+
 def test_a_decision_on_a_box_without_a_stake_is_refused() -> None:
     r = two_boxes("8S 9H 7D 8H 9C")
     refused(r, DecisionRefused, "R-C8", lambda: r.hit("P1", 5), match="Box 5 has no stake")
