@@ -119,7 +119,7 @@ class ReadModels:
         first query takes it: a read that waits on a rebuild's swap (:mod:`projections.rebuild`)
         then sees the swapped-in tables as committed. Locked by its first query instead, it had
         taken its snapshot before waiting, and found the new tables without the events the swap
-        brought them up to meanwhile (a day's report, read to its end, went back 200 chips and
+        brought them up to meanwhile (a day's report, read to its end, went back a round and
         forward again)."""
         try:
             with self._datastore.transaction(commit=False) as curs:
