@@ -922,17 +922,24 @@ class ChainReport:
         return None if self.complete else self.head_notification_id
 
 
+# The lowest notification id a bigint holds. The ledger's sequence issues ids from 1, but a row
+# written around it may carry any: a walk from the start reads from here, or a row stored at 0
+# or below (which the ledger reads with its aggregate, a balance changed) went unchecked.
+_LOWEST_ID = -(2**63)
+
+
 def _rows(recorder: LedgerRecorder, after: int) -> Iterator[dict[str, Any]]:
+    """The rows after notification ``after``: every row, from the start (``after`` 0)."""
     statement = (
         "SELECT notification_id, originator_id, originator_version, topic, state, chain_hash "
-        "FROM {table} WHERE notification_id > %s ORDER BY notification_id LIMIT %s")
-    last = after
+        "FROM {table} WHERE notification_id >= %s ORDER BY notification_id LIMIT %s")
+    first = _LOWEST_ID if after == 0 else after + 1
     while True:
-        page = _fetched(recorder, statement, (last, CHAIN_PAGE_ROWS))
+        page = _fetched(recorder, statement, (first, CHAIN_PAGE_ROWS))
         if not page:
             return
         yield from page
-        last = page[-1]["notification_id"]
+        first = page[-1]["notification_id"] + 1
 
 
 def chain_start(recorder: LedgerRecorder, *, after: int = 0, expected_head: str | None = None,

@@ -227,6 +227,31 @@ def test_the_hash_chain_exposes_an_altered_event(
     assert part.head_notification_id == tampered.head_notification_id
 
 
+@pytest.mark.parametrize("at", [0, -1])
+def test_an_event_stored_below_the_first_notification_id_is_walked_too(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings, env: dict[str, str],
+        at: int) -> None:
+    # The sequence issues ids from 1; a row inserted by hand at 0 or below (no trigger to turn
+    # off: inserts are not refused) is read with its account, and a walk from the start, kept
+    # head and all, called the record intact.
+    _, recorder = with_a_round(ledgers)
+    kept_at, kept = chain_head(recorder)
+    with behind_the_ledger(database, env) as (conn, table):
+        conn.execute(
+            f"INSERT INTO {table} (notification_id, originator_id, originator_version, topic, "
+            f"state, chain_hash) SELECT %s, b.originator_id, (SELECT max(originator_version) "
+            f"FROM {table} WHERE originator_id = b.originator_id) + 1, b.topic, b.state, %s "
+            f"FROM {table} AS b WHERE b.topic = 'pitboss:Account.BoughtIn' ORDER BY "
+            "b.notification_id LIMIT 1", (at, bytes(32)))
+    bought_in = [e for e in ledgers().events.get(ids.account_id("P1"))
+                 if type(e).__name__ == "BoughtIn"]
+    assert len(bought_in) == 2  # the ledger reads it: P1 bought in twice
+    report = verify_chain(recorder, expected_head=kept, expected_at=kept_at)
+    assert report.rows == recorder.max_notification_id() + 1
+    assert f"(notification {at}) does not match the chain" in report.findings[0]
+    assert not report.intact
+
+
 def test_a_walk_stops_after_so_many_findings_and_goes_on_from_there(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings, env: dict[str, str],
         monkeypatch: pytest.MonkeyPatch) -> None:
