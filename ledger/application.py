@@ -724,11 +724,25 @@ class GameLedger(Application[UUID]):
         findings = [f"v{e.originator_version}: a card dealt from shoe {e.shoe_id}, but the "
                     f"round was started with shoe {shoe_id} (R-H3)"
                     for e in cards if e.shoe_id != shoe_id]
-        drawn = sum(e.count for e in self.events.get(shoe_id)
+        shoe_events = list(self.events.get(shoe_id))
+        drawn = sum(e.count for e in shoe_events
                     if isinstance(e, ShoeRecord.CardsDrawn) and e.round_id == created.originator_id)
         if drawn != len(cards):
             findings.append(f"the round records {len(cards)} cards dealt; its shoe {shoe_id} "
                             f"records {drawn} drawn for it (R-H3)")
+        made = shoe_events[0] if shoe_events else None
+        if isinstance(made, ShoeRecord.Created):
+            # The shoe's verification holds its cards to its own record: this, its record to
+            # the rules (a shoe of eight wild cards verified whole at a table of one).
+            rules = RuleSet.from_dict(created.rules)
+            wanted = (rules.decks, rules.wild_cards,
+                      cut_position(made.size, rules.penetration_percent))
+            if (made.decks, made.wild_cards, made.cut) != wanted:
+                findings.append(
+                    f"its shoe {shoe_id} holds {made.decks} decks and {made.wild_cards} wild "
+                    f"cards, cut at card {made.cut}; the rules the round was played under make "
+                    f"a shoe of {wanted[0]} decks and {wanted[1]} wild cards, cut at card "
+                    f"{wanted[2]} (R-S1)")
         return findings
 
     def _receipt_findings(self, created: Any, facts: list[Any]) -> list[str]:

@@ -872,7 +872,7 @@ def _hex_uuid(state: dict[str, Any], field: str, value: UUID) -> None:
 
 
 @pytest.mark.parametrize("alteration", ["back-dated", "card-from-another-shoe",
-                                        "round-names-another-shoe"])
+                                        "round-names-another-shoe", "shoe-of-other-cards"])
 def test_the_round_check_finds_a_round_and_its_shoe_telling_different_stories(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings, env: dict[str, str],
         alteration: str) -> None:
@@ -893,11 +893,17 @@ def test_the_round_check_finds_a_round_and_its_shoe_telling_different_stories(
                                          change=lambda s: _hex_uuid(s, "shoe_id", other))
             wanted = [f"v{version}: a card dealt from shoe {other}, but the round was started "
                       f"with shoe {shoe_id} (R-H3)"]
-        else:
+        elif alteration == "round-names-another-shoe":
             _alter_round_event(conn, table, round_id, Round.Created.TOPIC,
                                change=lambda s: _hex_uuid(s, "shoe_id", other))
             wanted = [f"but the round was started with shoe {other} (R-H3)",
                       f"cards dealt; its shoe {other} records 0 drawn for it (R-H3)"]
+        else:  # a shoe recorded with wild cards the casino's rules have none of
+            _alter_round_event(conn, table, shoe_id, ShoeRecord.Created.TOPIC,
+                               change=lambda s: s.update(wild_cards=8))
+            wanted = [f"its shoe {shoe_id} holds 6 decks and 8 wild cards, cut at card 234; "
+                      "the rules the round was played under make a shoe of 6 decks and 0 wild "
+                      "cards, cut at card 234 (R-S1)"]
     fresh = ledgers()
     assert fresh.replay(round_id)  # it replays
     findings = fresh.check_round(round_id)
