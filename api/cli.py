@@ -459,7 +459,7 @@ def rebuild(name: str, batch_size: int) -> None:
 @main.command()
 def positions() -> None:
     """Each projection's position and how many events it is behind the ledger."""
-    from projections.queries import ReadModels
+    from projections.queries import ReadModels, ReadModelsNotMade
 
     settings = _answering_database(existing=True)
     # Reading only: on a database the worker never ran on, it says so instead of creating.
@@ -469,11 +469,8 @@ def positions() -> None:
             pass
         try:
             rows = read_models.positions()
-        except PersistenceProgrammingError as exc:
-            if _sqlstate(exc) != _NO_SUCH_TABLE:
-                raise
-            raise click.ClickException("the read models are not made yet: the projection "
-                                       "worker (pitboss project) makes them") from exc
+        except ReadModelsNotMade as exc:
+            raise click.ClickException(str(exc)) from None
         for row in rows:
             click.echo(f"{row['projection']:<12} at {row['position']:>10,}  ledger head "
                        f"{row['ledger_head']:>10,}  behind {row['lag_events']:,}")

@@ -39,6 +39,7 @@ from werkzeug.exceptions import HTTPException
 from api.schemas import RULING_MOVES_CHIPS, RULING_NAMES_NOBODY
 from api.throttled_log import throttled
 from ledger.errors import InvariantBroken, LedgerError
+from projections.queries import ReadModelsNotMade
 
 logger = logging.getLogger("pitboss.api")
 refusals = logging.getLogger("pitboss.auth")
@@ -287,6 +288,14 @@ def database_unavailable(detail: str) -> Response:
                    headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
+def read_models_problem(error: ReadModelsNotMade) -> Response:
+    # Not the request's fault, nor a defect: the service runs before the tables it reads were
+    # made (the worker never ran, or an upgrade's owner's start has not).
+    throttled().warning(logger, "the read models' tables", "%s", error)
+    return problem(503, str(error), error="ReadModelsNotMade",
+                   headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
 def data_problem(error: DataError) -> Response:
     # The database refused a value the request carried. A safety net: the schemas refuse the
     # values known to do this (a NUL character in a text, a number out of range) first.
@@ -304,3 +313,4 @@ def register_problem_handlers(app: Flask) -> None:
     for error in (OperationalError, InterfaceError, IntegrityError):
         app.register_error_handler(error, persistence_problem)
     app.register_error_handler(DataError, data_problem)
+    app.register_error_handler(ReadModelsNotMade, read_models_problem)

@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.persistence import OperationalError
-from psycopg.errors import QueryCanceled
+from psycopg.errors import QueryCanceled, UndefinedTable
 from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from ledger.errors import DecisionRefused, InvariantBroken, NotFound, QueryRefused
 from ledger.names import NAME_MAX_CHARS
 from projections.balances import BUY_IN, CASH_OUT, BalancesView
-from projections.base import Curs, View
+from projections.base import Curs, View, table_exists
 from projections.checks import ACCOUNTS, OPENINGS, Part, check_part
 from projections.engine import (
     ddl_lock,
@@ -76,6 +76,16 @@ MOMENTS = "A time lies from {} to {}.".format(
 
 class QueryTooBroad(DecisionRefused):
     """A search ran into the statement timeout."""
+
+
+class ReadModelsNotMade(Exception):
+    """Tables a read needs do not exist: the views were never made, or this version's new
+    tables not yet (an upgrade whose owner's start has not run). Its text says which and who
+    makes them."""
+
+
+class _TablesMissing(Exception):
+    """A lock on the views' tables found one missing (the transaction is spoilt)."""
 
 
 class ReadModels:
@@ -127,14 +137,32 @@ class ReadModels:
                 curs.execute(SQL("SET LOCAL statement_timeout = {}").format(
                     Literal(self._timeout_ms)))
                 if views:  # in the order a swap and a worker's batch lock them
-                    curs.execute(SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(SQL(", ").join(
-                        v.qualified(part) for v in views for part in ("tracking", *v.parts))))
+                    try:
+                        curs.execute(SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(
+                            SQL(", ").join(v.qualified(part) for v in views
+                                           for part in ("tracking", *v.parts))))
+                    except UndefinedTable:
+                        raise _TablesMissing from None
                 yield curs
+        except _TablesMissing:
+            raise self._not_made(views) from None
         except OperationalError as error:
             if isinstance(error.__cause__, QueryCanceled):
                 raise QueryTooBroad(f"The query took longer than {self._timeout_ms} ms; narrow "
                                     "it by table, player or time range.") from None
             raise
+
+    def _not_made(self, views: tuple[View, ...]) -> ReadModelsNotMade:
+        with self._datastore.transaction(commit=False) as curs:
+            made = all(table_exists(curs, v.qualified("tracking")) for v in views)
+            missing = [v.name_of(part) for v in views for part in ("tracking", *v.parts)
+                       if not table_exists(curs, v.qualified(part))]
+        if made:  # counted by an earlier version, which did not have them
+            return ReadModelsNotMade(
+                f"The read models lack this version's tables {', '.join(missing)}: start "
+                "pitboss once as the database owner, which makes them (README: Upgrading).")
+        return ReadModelsNotMade(f"The read models are not made yet ({', '.join(missing)} "
+                                 "missing): the projection worker, pitboss project, makes them.")
 
     # ------------------------------------------------------------------ rounds
 

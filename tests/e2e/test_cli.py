@@ -20,6 +20,7 @@ from uuid import UUID
 import psycopg
 import pytest
 from click.testing import CliRunner
+from psycopg import sql
 from werkzeug.serving import make_server
 
 from api import auth as auth_module
@@ -46,6 +47,7 @@ from api.simulate import next_decision
 from ledger.application import GameLedger
 from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
+from projections.engine import Engine
 from tests.e2e.conftest import KEYS, NAMES, Http, problem_of
 from tests.faults import undecodable
 
@@ -1244,8 +1246,29 @@ def test_positions_says_when_the_worker_never_made_the_read_models(postgres_env,
     monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
     result = CliRunner().invoke(main, ["positions"])
     assert result.exit_code == 1, result.output
-    assert result.output == ("Error: the read models are not made yet: the projection worker "
-                             "(pitboss project) makes them\n")
+    assert result.output.startswith("Error: The read models are not made yet (balances_tracking, ")
+    assert result.output.endswith(" missing): the projection worker, pitboss project, makes "
+                                  "them.\n")
+
+
+def test_positions_after_an_upgrade_before_the_owners_start_names_the_tables_and_the_start(
+        postgres_env, database, monkeypatch):
+    # An earlier version's read models, without a table this version adds: it said the read
+    # models were not made, and that the worker makes them (which refuses to, as the service).
+    env = postgres_env()
+    GameLedger(env=env, shoe_key=ShoeSealer.new_key()).close()
+    with Engine(env) as worker:  # the read models made, as the earlier version made them
+        worker.catch_up(100)
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP TABLE {}").format(
+            sql.Identifier(env["POSTGRES_SCHEMA"], "balances_settings")))
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
+    result = CliRunner().invoke(main, ["positions"])
+    assert result.exit_code == 1, result.output
+    assert result.output == ("Error: The read models lack this version's tables "
+                             "balances_settings: start pitboss once as the database owner, "
+                             "which makes them (README: Upgrading).\n")
 
 
 def test_positions_warns_of_a_read_model_past_the_ledgers_last_event(postgres_env, database,
