@@ -155,5 +155,10 @@ def prepare_store(env: dict[str, str], shoe_key: bytes | None = None) -> int:
         raise ShoeKeyError(f"the shoe key does not open the newest live shoe ({problem}): "
                            "set PITBOSS_SHOE_KEY or PITBOSS_SHOE_KEY_FILE to the key this "
                            "database's shoes were sealed with")
-    ReadModels(dict(env)).close()
+    with ReadModels(dict(env)) as read_models:  # makes their tables, where this role may
+        unmade = read_models.missing_tables()
+    if unmade:
+        logger.warning("the read models lack the tables %s: the reads that need them answer 503 "
+                       "until they are made (by the projection worker, or after an upgrade by a "
+                       "start as the tables' owner: README, Upgrading)", ", ".join(unmade))
     return head

@@ -152,12 +152,16 @@ class ReadModels:
                                     "it by table, player or time range.") from None
             raise
 
-    def _not_made(self, views: tuple[View, ...]) -> ReadModelsNotMade:
+    def missing_tables(self, views: tuple[View, ...] | None = None) -> list[str]:
+        """The tables of ``views`` (all by default) that do not exist."""
         with self._datastore.transaction(commit=False) as curs:
-            made = all(table_exists(curs, v.qualified("tracking")) for v in views)
-            missing = [v.name_of(part) for v in views for part in ("tracking", *v.parts)
-                       if not table_exists(curs, v.qualified(part))]
-        if made:  # counted by an earlier version, which did not have them
+            return [v.name_of(part) for v in views or tuple(self._views.values())
+                    for part in ("tracking", *v.parts) if not table_exists(curs, v.qualified(part))]
+
+    def _not_made(self, views: tuple[View, ...]) -> ReadModelsNotMade:
+        missing = self.missing_tables(views)
+        if not any(v.name_of("tracking") in missing for v in views):
+            # Counted by an earlier version, which did not have them.
             return ReadModelsNotMade(
                 f"The read models lack this version's tables {', '.join(missing)}: start "
                 "pitboss once as the database owner, which makes them (README: Upgrading).")
