@@ -165,7 +165,11 @@ class View(PostgresTrackingRecorder):
                 curs.execute(SQL("DROP TABLE IF EXISTS {}").format(self.qualified(part)))
 
     def position(self) -> int:
-        return self.max_tracking_id(LEDGER_APP) or 0
+        """The last notification counted, asked once: the library's ``max_tracking_id`` tries
+        ten times, each waiting out the connect timeout while the database is down, and held a
+        worker asked to stop for 50 s."""
+        with self.datastore.transaction(commit=False) as curs:
+            return self._max_tracking_id(LEDGER_APP, curs) or 0
 
     def move_tracking(self, curs: Curs, start: int, end: int) -> None:
         """Compare-and-set the tracking row from ``start`` to ``end``, or raise."""

@@ -101,6 +101,8 @@ def _loop(engine: Engine, waker: Waker, stop: threading.Event, batch_size: int,
                 break
             backoff = min(backoff * 2, BACKOFF_MAX_S)
             answering = _retry(engine.reload, log)
+            if answering:
+                log.info("the database answers again")
             continue
         read += n
         now = time.monotonic()

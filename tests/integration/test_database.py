@@ -344,3 +344,49 @@ def test_the_projection_worker_stopped_while_the_database_is_down_asks_it_nothin
     assert said[-1] == ("projection worker stopped while the database was not answering; it "
                         "resumes from the positions last committed"), said
     assert all("not answering" in line for line in said[:-1]), said
+
+
+def test_a_read_models_position_asked_while_the_database_is_down_waits_once(
+        embedded_folder, caplog):
+    # The library's max_tracking_id tries ten times, each waiting out the connect timeout: a
+    # worker reloading its positions while the database was down took 50 s to see its stop.
+    from eventsourcing.persistence import OperationalError
+
+    from api.services import prepare_store
+    from projections.engine import Engine
+    from projections.worker import run_worker
+
+    env = {**start_embedded(embedded_folder).eventsourcing_env(),
+           "POSTGRES_CONNECT_TIMEOUT": "1"}
+    prepare_store(env)
+    with Engine(env) as engine:
+        engine.reload()
+        pool = engine.projections[0].view.datastore.pool
+        stop_embedded(embedded_folder)
+        waits = pool.get_stats().get("requests_errors", 0)
+        with pytest.raises(OperationalError):
+            engine.reload()
+        assert pool.get_stats().get("requests_errors", 0) == waits + 1  # one wait, not ten
+    # And a worker says so when the database is back.
+    log = logging.getLogger("pitboss.test.worker")
+    stop = threading.Event()
+    worker = threading.Thread(target=run_worker, args=(env, stop), kwargs={
+        "batch_size": 10, "poll_interval_s": 0.05, "log": log})
+    start_embedded(embedded_folder)
+    with caplog.at_level(logging.INFO, logger=log.name):
+        worker.start()
+        try:
+            while not any("worker started" in r.getMessage() for r in caplog.records):
+                assert worker.is_alive()
+                stop.wait(0.05)
+            stop_embedded(embedded_folder)
+            while not any("not answering" in r.getMessage() for r in caplog.records):
+                assert worker.is_alive()
+                stop.wait(0.05)
+            start_embedded(embedded_folder)
+            while not any("answers again" in r.getMessage() for r in caplog.records):
+                assert worker.is_alive()
+                stop.wait(0.05)
+        finally:
+            stop.set()
+            worker.join()
