@@ -1238,13 +1238,18 @@ def test_db_check_names_an_embedded_server_reached_by_database_url_and_no_passwo
     assert "***" not in result.output
 
 
+def _positions(env: dict[str, str], database: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``pitboss positions`` on ``env``'s schema of the session's database."""
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
+    return CliRunner().invoke(main, ["positions"])
+
+
 def test_positions_says_when_the_worker_never_made_the_read_models(postgres_env, database,
                                                                    monkeypatch):
     env = postgres_env()
     GameLedger(env=env, shoe_key=ShoeSealer.new_key()).close()  # the ledger's tables only
-    monkeypatch.setenv("DATABASE_URL", database.url())
-    monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
-    result = CliRunner().invoke(main, ["positions"])
+    result = _positions(env, database, monkeypatch)
     assert result.exit_code == 1, result.output
     assert result.output.startswith("Error: The read models are not made yet (balances_tracking, ")
     assert result.output.endswith(" missing): the projection worker, pitboss project, makes "
@@ -1262,9 +1267,7 @@ def test_positions_after_an_upgrade_before_the_owners_start_names_the_tables_and
     with psycopg.connect(database.conninfo(), autocommit=True) as conn:
         conn.execute(sql.SQL("DROP TABLE {}").format(
             sql.Identifier(env["POSTGRES_SCHEMA"], "balances_settings")))
-    monkeypatch.setenv("DATABASE_URL", database.url())
-    monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
-    result = CliRunner().invoke(main, ["positions"])
+    result = _positions(env, database, monkeypatch)
     assert result.exit_code == 1, result.output
     assert result.output == ("Error: The read models lack this version's tables "
                              "balances_settings: start pitboss once as the database owner, "
@@ -1282,9 +1285,7 @@ def test_positions_warns_of_a_read_model_past_the_ledgers_last_event(postgres_en
     with psycopg.connect(database.conninfo(), autocommit=True) as conn:
         conn.execute(f'INSERT INTO "{env["POSTGRES_SCHEMA"]}".round_index_tracking VALUES '
                      "(%s, 9)", (LEDGER_APP,))
-    monkeypatch.setenv("DATABASE_URL", database.url())
-    monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
-    result = CliRunner().invoke(main, ["positions"])
+    result = _positions(env, database, monkeypatch)
     assert result.exit_code == 0, result.output
     assert result.stderr == ("warning: round_index is at 9, past the ledger's last event 0: it "
                              "holds events the ledger no longer has (the ledger restored from "

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import subprocess
 import sys
 import threading
 import uuid
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -311,34 +313,46 @@ def test_the_ledger_gives_up_at_once_while_the_database_is_down_and_answers_once
         ledger.close()
 
 
+@contextlib.contextmanager
+def _worker(env: dict[str, str], caplog: pytest.LogCaptureFixture,
+            ) -> Iterator[Callable[[str], None]]:
+    """A projection worker running in a thread, logging to ``caplog``, stopped at the end; what
+    is yielded waits for a line of its log holding the words given."""
+    from projections.worker import run_worker
+
+    log = logging.getLogger("pitboss.test.worker")
+    stop = threading.Event()
+    worker = threading.Thread(target=run_worker, args=(env, stop), kwargs={
+        "batch_size": 10, "poll_interval_s": 0.05, "log": log})
+
+    def said(words: str) -> None:
+        while not any(words in r.getMessage() for r in caplog.records):
+            assert worker.is_alive()
+            stop.wait(0.05)
+
+    with caplog.at_level(logging.INFO, logger=log.name):
+        worker.start()
+        try:
+            yield said
+        finally:
+            stop.set()
+            worker.join()
+
+
 def test_the_projection_worker_stopped_while_the_database_is_down_asks_it_nothing_more(
         embedded_folder, caplog):
     # It reloaded its positions and logged them on the way out, each waiting out the connect
     # timeouts: stopped with the database down, it took 97 s to exit.
     from api.services import prepare_store
-    from projections.worker import run_worker
 
     env = {**start_embedded(embedded_folder).eventsourcing_env(),
            "POSTGRES_CONNECT_TIMEOUT": "1"}
     prepare_store(env)
-    log = logging.getLogger("pitboss.test.worker")
-    stop = threading.Event()
-    worker = threading.Thread(target=run_worker, args=(env, stop), kwargs={
-        "batch_size": 10, "poll_interval_s": 0.05, "log": log})
-    with caplog.at_level(logging.INFO, logger=log.name):
-        worker.start()
-        try:
-            while not any("worker started" in r.getMessage() for r in caplog.records):
-                assert worker.is_alive()
-                stop.wait(0.05)
-            stop_embedded(embedded_folder)
-            while not any("not answering" in r.getMessage() for r in caplog.records):
-                assert worker.is_alive()
-                stop.wait(0.05)
-            caplog.clear()
-        finally:
-            stop.set()
-            worker.join()
+    with _worker(env, caplog) as logged:
+        logged("worker started")
+        stop_embedded(embedded_folder)
+        logged("not answering")
+        caplog.clear()
     said = [r.getMessage() for r in caplog.records]
     # (A retry may have been under way when it was stopped.)
     assert said[-1] == ("projection worker stopped while the database was not answering; it "
@@ -354,7 +368,6 @@ def test_a_read_models_position_asked_while_the_database_is_down_waits_once(
 
     from api.services import prepare_store
     from projections.engine import Engine
-    from projections.worker import run_worker
 
     env = {**start_embedded(embedded_folder).eventsourcing_env(),
            "POSTGRES_CONNECT_TIMEOUT": "1"}
@@ -368,25 +381,10 @@ def test_a_read_models_position_asked_while_the_database_is_down_waits_once(
             engine.reload()
         assert pool.get_stats().get("requests_errors", 0) == waits + 1  # one wait, not ten
     # And a worker says so when the database is back.
-    log = logging.getLogger("pitboss.test.worker")
-    stop = threading.Event()
-    worker = threading.Thread(target=run_worker, args=(env, stop), kwargs={
-        "batch_size": 10, "poll_interval_s": 0.05, "log": log})
     start_embedded(embedded_folder)
-    with caplog.at_level(logging.INFO, logger=log.name):
-        worker.start()
-        try:
-            while not any("worker started" in r.getMessage() for r in caplog.records):
-                assert worker.is_alive()
-                stop.wait(0.05)
-            stop_embedded(embedded_folder)
-            while not any("not answering" in r.getMessage() for r in caplog.records):
-                assert worker.is_alive()
-                stop.wait(0.05)
-            start_embedded(embedded_folder)
-            while not any("answers again" in r.getMessage() for r in caplog.records):
-                assert worker.is_alive()
-                stop.wait(0.05)
-        finally:
-            stop.set()
-            worker.join()
+    with _worker(env, caplog) as logged:
+        logged("worker started")
+        stop_embedded(embedded_folder)
+        logged("not answering")
+        start_embedded(embedded_folder)
+        logged("answers again")
