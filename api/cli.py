@@ -477,6 +477,9 @@ def positions() -> None:
         for row in rows:
             if (ahead := ahead_of_the_log(row)) is not None:
                 click.echo(f"warning: {ahead}", err=True)
+        unmade = read_models.unmade()  # the positions answer; reads of those tables do not
+        if unmade is not None:
+            click.echo(f"warning: {unmade}", err=True)
     finally:
         read_models.close()
 

@@ -156,9 +156,7 @@ def prepare_store(env: dict[str, str], shoe_key: bytes | None = None) -> int:
                            "set PITBOSS_SHOE_KEY or PITBOSS_SHOE_KEY_FILE to the key this "
                            "database's shoes were sealed with")
     with ReadModels(dict(env)) as read_models:  # makes their tables, where this role may
-        unmade = read_models.missing_tables()
-    if unmade:
-        logger.warning("the read models lack the tables %s: the reads that need them answer 503 "
-                       "until they are made (by the projection worker, or after an upgrade by a "
-                       "start as the tables' owner: README, Upgrading)", ", ".join(unmade))
+        unmade = read_models.unmade()
+    if unmade is not None:
+        logger.warning("%s Until then, the reads that need them answer 503.", unmade)
     return head

@@ -124,13 +124,13 @@ class ReadModels:
         self.close()
 
     @contextmanager
-    def _read(self, *views: View) -> Iterator[Curs]:
+    def _read(self, *views: View, parts: tuple[str, ...] | None = None) -> Iterator[Curs]:
         """A read-only transaction on one snapshot, the tables of ``views`` locked before its
         first query takes it: a read that waits on a rebuild's swap (:mod:`projections.rebuild`)
         then sees the swapped-in tables as committed. Locked by its first query instead, it had
         taken its snapshot before waiting, and found the new tables without the events the swap
         brought them up to meanwhile (a day's report, read to its end, went back a round and
-        forward again)."""
+        forward again). ``parts``: the tables of each view it reads, if not all."""
         try:
             with self._datastore.transaction(commit=False) as curs:
                 curs.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -140,33 +140,34 @@ class ReadModels:
                     try:
                         curs.execute(SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(
                             SQL(", ").join(v.qualified(part) for v in views
-                                           for part in ("tracking", *v.parts))))
+                                           for part in parts or ("tracking", *v.parts))))
                     except UndefinedTable:
                         raise _TablesMissing from None
                 yield curs
         except _TablesMissing:
-            raise self._not_made(views) from None
+            raise ReadModelsNotMade(self.unmade(views) or "The read models' tables were "
+                                    "being made or replaced: read again.") from None
         except OperationalError as error:
             if isinstance(error.__cause__, QueryCanceled):
                 raise QueryTooBroad(f"The query took longer than {self._timeout_ms} ms; narrow "
                                     "it by table, player or time range.") from None
             raise
 
-    def missing_tables(self, views: tuple[View, ...] | None = None) -> list[str]:
-        """The tables of ``views`` (all by default) that do not exist."""
+    def unmade(self, views: tuple[View, ...] = ()) -> str | None:
+        """Which tables of ``views`` (all by default) do not exist and what makes them, in a
+        sentence; None when every one does."""
+        views = views or tuple(self._views.values())
         with self._datastore.transaction(commit=False) as curs:
-            return [v.name_of(part) for v in views or tuple(self._views.values())
-                    for part in ("tracking", *v.parts) if not table_exists(curs, v.qualified(part))]
-
-    def _not_made(self, views: tuple[View, ...]) -> ReadModelsNotMade:
-        missing = self.missing_tables(views)
+            missing = [v.name_of(part) for v in views for part in ("tracking", *v.parts)
+                       if not table_exists(curs, v.qualified(part))]
+        if not missing:
+            return None
         if not any(v.name_of("tracking") in missing for v in views):
             # Counted by an earlier version, which did not have them.
-            return ReadModelsNotMade(
-                f"The read models lack this version's tables {', '.join(missing)}: start "
-                "pitboss once as the database owner, which makes them (README: Upgrading).")
-        return ReadModelsNotMade(f"The read models are not made yet ({', '.join(missing)} "
-                                 "missing): the projection worker, pitboss project, makes them.")
+            return (f"The read models lack this version's tables {', '.join(missing)}: start "
+                    "pitboss once as the database owner, which makes them (README: Upgrading).")
+        return (f"The read models are not made yet ({', '.join(missing)} missing): the "
+                "projection worker, pitboss project, makes them.")
 
     # ------------------------------------------------------------------ rounds
 
@@ -571,7 +572,8 @@ class ReadModels:
 
     def positions(self) -> list[dict[str, Any]]:
         """Each projection's position, the ledger's head and the lag between them (events)."""
-        with self._read(*self._views.values()) as curs:
+        # The tracking tables alone: an upgrade's new tables, still to be made, do not stop it.
+        with self._read(*self._views.values(), parts=("tracking",)) as curs:
             return lag_report(curs, self._events, list(self._views.items()))
 
 

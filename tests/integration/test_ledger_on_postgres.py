@@ -1502,9 +1502,9 @@ def test_a_service_started_before_a_read_models_table_is_made_says_so(
     with caplog.at_level(logging.WARNING, logger="pitboss.api"):
         prepare_store({**env, "CREATE_TABLE": "no"})
     assert [r.getMessage() for r in caplog.records if r.name == "pitboss.api"] == [
-        "the read models lack the tables balances_settings: the reads that need them answer "
-        "503 until they are made (by the projection worker, or after an upgrade by a start as "
-        "the tables' owner: README, Upgrading)"]
+        "The read models lack this version's tables balances_settings: start pitboss once as "
+        "the database owner, which makes them (README: Upgrading). Until then, the reads that "
+        "need them answer 503."]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="pitboss.api"):
         prepare_store(env)  # the owner's start makes it
