@@ -435,7 +435,10 @@ def project(batch_size: int, poll_interval_s: float) -> None:
               type=click.IntRange(1, BATCH_SIZE_MAX), help="events per transaction")
 def rebuild(name: str, batch_size: int) -> None:
     """Rebuild projection NAME from event zero into fresh tables and swap it in."""
-    env = _projection_env()
+    settings = _answering_database(existing=True)
+    with _database_ledger(settings):  # nothing to rebuild from: it would make the tables
+        pass
+    env = ledger_env(settings, os.environ)
     stop = threading.Event()
     with _stopping_on_signals(stop):
         try:

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from psycopg import errors
 from psycopg.sql import SQL, Identifier
 
 from projections.base import NEXT, Curs, TrackingConflict, View, table_exists
@@ -70,23 +71,27 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
                      "and what is written meanwhile", name, target)
             read = building.catch_up(batch_size, is_stopping=stopping,
                                      on_page=_progress(building, name, target, log))
-            if stopping():
+            fresh_view = building.projections[0].view
+            # Only the live names are needed: swap() drops whatever live tables exist.
+            live_view = build_projection(projection_class(name), building.datastore,
+                                         gaming_day=GamingDay.from_env(env), create=False).view
+            try:
+                if stopping():
+                    raise SwapStopped
+                with ddl_lock(building.datastore):
+                    read += swap(fresh_view, live_view,
+                                 lambda live_at: building.catch_up_to(live_at, batch_size),
+                                 is_stopping=stopping)
+            except SwapStopped:
                 log.warning("rebuild of %s stopped before the swap; the live view is unchanged",
                             name)
                 return {"projection": name, "events_read": read, "swapped": False,
                         "position": building.position(name),
                         "seconds": round(time.monotonic() - started, 3)}
-            fresh_view = building.projections[0].view
-            # Only the live names are needed: swap() drops whatever live tables exist.
-            live_view = build_projection(projection_class(name), building.datastore,
-                                         gaming_day=GamingDay.from_env(env), create=False).view
-            with ddl_lock(building.datastore):
-                read += swap(fresh_view, live_view,
-                             lambda live_at: building.catch_up_to(live_at, batch_size))
             log.info("%s rebuilt up to notification %d and swapped in", name,
                      building.position(name))
         applied = [0]  # the events of the pages committed after the swap, so far
-        with Engine(env, names=[name], reader=reader) as live:
+        with Engine(_swap_connections(env), names=[name], reader=reader) as live:
             try:
                 live.catch_up(batch_size, is_stopping=stopping, on_page=applied.append)
                 position = live.position(name)
@@ -103,7 +108,8 @@ def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_D
 def _swap_connections(env: Mapping[str, str]) -> Mapping[str, str]:
     """``env``, with a pool that holds at least SWAP_CONNECTIONS_MIN connections: the swap
     holds one for the lock on DDL and one for its transaction, and its catch-up needs a third
-    (with fewer, the rebuild waited out the pool's timeout at the swap, and failed)."""
+    (with fewer, the rebuild waited out the pool's timeout at the swap, and failed); the
+    catch-up after the swap holds two (with one, a rebuild swapped in said it failed)."""
     merged = merged_env(env)
     try:
         held = int(merged[POOL_SIZE]) + int(merged[MAX_OVERFLOW])
@@ -155,7 +161,12 @@ def _progress(building: Engine, name: str, target: int, log: logging.Logger
     return report
 
 
-def swap(fresh: View, live: View, catch_up_to: Callable[[int], int] | None = None) -> int:
+class SwapStopped(Exception):
+    """A stop asked for before the swap committed: the live view is left as it was."""
+
+
+def swap(fresh: View, live: View, catch_up_to: Callable[[int], int] | None = None, *,
+         is_stopping: Callable[[], bool] = lambda: False) -> int:
     """In one transaction: drop the live tables and give the fresh ones their names; the
     events ``catch_up_to`` read.
 
@@ -164,6 +175,10 @@ def swap(fresh: View, live: View, catch_up_to: Callable[[int], int] | None = Non
     it, the view went back a few events (a balance a version older, for a moment), and a
     balance check that read the position before the swap and the rows after it called events
     unapplied.
+
+    A stop asked for while the swap waited for the live tables, or brought the fresh ones up
+    to them, rolls it back (:class:`SwapStopped`); so does a wait for the live tables past
+    SWAP_LOCK_TIMEOUT_S (:class:`ProjectionSetupError`, saying so).
     """
     caught_up = 0
     if fresh.generation == live.generation or type(fresh) is not type(live):
@@ -175,13 +190,14 @@ def swap(fresh: View, live: View, catch_up_to: Callable[[int], int] | None = Non
             SQL(str(SWAP_LOCK_TIMEOUT_S * 1000))))
         existing = [p for p in parts if table_exists(curs, live.qualified(p))]
         if existing:
-            curs.execute(SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
-                SQL(", ").join(live.qualified(p) for p in existing)))
+            _lock_live(curs, live, existing, is_stopping)
             if catch_up_to is not None and "tracking" in existing:
                 curs.execute(SQL("SELECT max(notification_id) AS at FROM {}").format(
                     live.qualified("tracking")))
                 row = curs.fetchone()
                 caught_up = catch_up_to((row["at"] or 0) if row else 0)
+            if is_stopping():
+                raise SwapStopped
             for part in existing:
                 _copy_grants(curs, live.qualified(part), fresh.qualified(part))
             curs.execute(SQL("DROP TABLE {}").format(
@@ -192,6 +208,21 @@ def swap(fresh: View, live: View, catch_up_to: Callable[[int], int] | None = Non
                 fresh.qualified(part), Identifier(new_name)))
             _rename_indexes(curs, schema, new_name, old_name)
     return caught_up
+
+
+def _lock_live(curs: Curs, live: View, parts: list[str], is_stopping: Callable[[], bool]
+               ) -> None:
+    """Lock the live tables against every other use, waiting SWAP_LOCK_TIMEOUT_S at most."""
+    try:
+        curs.execute(SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+            SQL(", ").join(live.qualified(p) for p in parts)))
+    except errors.LockNotAvailable as exc:
+        if is_stopping():
+            raise SwapStopped from exc
+        raise ProjectionSetupError(
+            f"the rebuilt {live.base} could not be swapped in: its live tables stayed in use "
+            f"for {SWAP_LOCK_TIMEOUT_S} s (a long read, or a session holding a lock on them); "
+            "the live view is unchanged: run the rebuild again once they are free") from exc
 
 
 def _copy_grants(curs: Curs, source: Identifier, target: Identifier) -> None:

@@ -1189,14 +1189,17 @@ def test_a_chain_walk_stopped_keeps_what_it_found_and_goes_on_from_where_it_says
     assert "walking the chain" not in past.output  # refused before a walk shows as begun
 
 
-def test_reading_commands_say_so_when_the_database_holds_no_ledger(database, monkeypatch):
+def test_reading_commands_and_a_rebuild_say_so_when_the_database_holds_no_ledger(
+        database, monkeypatch):
+    # A rebuild read nothing, said it was at notification 0, and left its tables behind (a
+    # restore into that database then failed on them).
     schema = f"nothing_{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("DATABASE_URL", database.url())
     monkeypatch.setenv("POSTGRES_SCHEMA", schema)
     with psycopg.connect(database.conninfo(), autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")  # (positions created its read models here)
     for argv, status in ((["chain"], CHAIN_NOT_WALKED_EXIT), (["replay", str(uuid.uuid4())], 1),
-                         (["positions"], 1)):
+                         (["positions"], 1), (["rebuild", "balances"], 1)):
         result = CliRunner().invoke(main, argv)
         assert result.exit_code == status, result.output
         assert "holds no ledger yet" in result.output
@@ -1215,7 +1218,7 @@ def test_reading_commands_make_no_embedded_database_where_there_is_none(tmp_path
     monkeypatch.setenv("PITBOSS_DATA_DIR", str(nowhere))
     # `db check` made a 38 MB database and said "ok".
     for argv, status in ((["chain"], CHAIN_NOT_WALKED_EXIT), (["replay", str(uuid.uuid4())], 1),
-                         (["positions"], 1), (["db", "check"], 1)):
+                         (["positions"], 1), (["db", "check"], 1), (["rebuild", "balances"], 1)):
         result = CliRunner().invoke(main, argv)
         assert result.exit_code == status, result.output
         assert result.output == (f"Error: there is no embedded database in {nowhere}: run this "

@@ -283,6 +283,79 @@ def test_a_rebuild_stopped_before_the_swap_leaves_the_live_view_alone(
     assert dump(env, ["balances"]) == live
 
 
+def _live_tables(env: Env) -> list[list[tuple[Any, ...]]]:
+    """The oids of the live balances tables: a swap replaces them, a rebuild that did not
+    swap leaves them."""
+    with connect(env) as conn:
+        return [conn.execute("SELECT to_regclass(%s)::oid", (f"balances_{part}",)).fetchall()
+                for part in ("tracking", "accounts")]
+
+
+def _swap_waiting(env: Env) -> bool:
+    with connect(env) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "WHERE c.relname LIKE 'balances\\_%' AND NOT l.granted").fetchone() != (0,)
+
+
+def test_a_rebuild_stopped_while_its_swap_waits_for_the_live_tables_leaves_them_alone(
+        env: Env, casino: Casino) -> None:
+    # The stop was logged, the swap went ahead once the tables were free, and the rebuild
+    # exited 0 ("rebuilt").
+    casino.simple_round(casino.table("Main", CASINO))
+    with engine(env) as e:
+        e.catch_up(100)
+    live = _live_tables(env)
+    stop = threading.Event()
+    done: dict[str, Any] = {}
+    rebuilding = threading.Thread(target=lambda: done.update(
+        report=rebuild(env, "balances", stop=stop)))
+    with connect(env) as reader:
+        reader.autocommit = False
+        reader.execute("SELECT count(*) FROM balances_accounts")  # a long read holds them
+        rebuilding.start()
+        try:
+            wait_until(lambda: _swap_waiting(env), what="the swap waiting")
+            stop.set()
+        finally:
+            reader.rollback()
+            rebuilding.join(30)
+    assert not done["report"]["swapped"]
+    assert _live_tables(env) == live
+    assert rebuild(env, "balances")["swapped"]  # the next one goes ahead
+    assert _live_tables(env) != live
+
+
+def test_a_swap_that_waits_too_long_for_the_live_tables_says_so_and_leaves_them(
+        env: Env, casino: Casino, monkeypatch: pytest.MonkeyPatch) -> None:
+    # It said "database error: canceling statement due to lock timeout".
+    casino.simple_round(casino.table("Main", CASINO))
+    with engine(env) as e:
+        e.catch_up(100)
+    live = _live_tables(env)
+    monkeypatch.setattr("projections.rebuild.SWAP_LOCK_TIMEOUT_S", 1)
+    with connect(env) as reader:
+        reader.autocommit = False
+        reader.execute("SELECT count(*) FROM balances_accounts")
+        with pytest.raises(ProjectionSetupError, match=(
+                r"^the rebuilt balances could not be swapped in: its live tables stayed in use "
+                r"for 1 s .*the live view is unchanged: run the rebuild again")):
+            rebuild(env, "balances")
+        reader.rollback()
+    assert _live_tables(env) == live
+
+
+def test_a_rebuild_swaps_in_and_catches_up_on_a_pool_of_one_connection(
+        env: Env, casino: Casino) -> None:
+    # The catch-up after the swap waited out the pool's timeout: swapped in, and said failed.
+    casino.simple_round(casino.table("Main", CASINO))
+    smallest = {**env, "PROJECTIONS_POSTGRES_POOL_SIZE": "1",
+                "PROJECTIONS_POSTGRES_MAX_OVERFLOW": "0"}
+    report = rebuild(smallest, "balances")
+    assert report["swapped"]
+    assert report["position"] == head(env)
+
+
 def test_a_rebuild_reports_its_progress_against_the_head_it_started_at(
         env: Env, casino: Casino, caplog: pytest.LogCaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
