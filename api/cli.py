@@ -53,6 +53,7 @@ from api.database import (
     resolve_database,
     stop_embedded,
 )
+from api.launch import CHAIN_NOT_WALKED_EXIT, INTERRUPTED_EXIT
 from api.replay_text import render
 from api.secrets_files import ShoeKeyError, default_keys_file, load_shoe_key, shoe_key_file
 from api.services import prepare_store
@@ -126,10 +127,6 @@ def _operator_can_mend(exc: BaseException) -> bool:
     return isinstance(exc, _OPERATOR_ERRORS)
 
 
-# `pitboss chain` keeps exit status 1 for an altered record: could it not walk the chain (no
-# database, no ledger there, a defect), it exits with this, so that an alarm on it tells one
-# from the other.
-CHAIN_NOT_WALKED_EXIT = 3
 CHAIN_ALTERED = "pitboss.chain.altered"  # (the context's meta) the walk found an alteration
 CHAIN_PART_ROWS = 10_000  # rows `pitboss chain` walks before it reports what it found
 
@@ -684,10 +681,10 @@ def simulate(tables: int, rounds: int, preset: str, url: str, api_keys: tuple[st
         raise
     except SimulationAbandoned as abandoned:  # a second Ctrl-C
         _tables_played(abandoned.tables)
-        raise SystemExit(130) from None
+        raise SystemExit(INTERRUPTED_EXIT) from None
     _tables_played(played)
     if stop.is_set():
-        raise SystemExit(130)  # stopped by Ctrl-C: not every round asked for was played
+        raise SystemExit(INTERRUPTED_EXIT)  # stopped by Ctrl-C: not every round asked for played
 
 
 def _tables_played(tables: list[TablePlay]) -> None:

@@ -39,8 +39,9 @@ from api.auth import (
     read_keys,
     remove_keys,
 )
-from api.cli import CHAIN_NOT_WALKED_EXIT, gunicorn_argv, main
+from api.cli import gunicorn_argv, main
 from api.database import POSTGRES_VARIABLES
+from api.launch import CHAIN_NOT_WALKED_EXIT
 from api.secrets_files import ShoeKeyError, load_shoe_key
 from api.services import prepare_store
 from api.simulate import next_decision
@@ -1404,6 +1405,36 @@ def _command_env(database, postgres_env, tmp_path) -> dict[str, str]:
                 "PITBOSS_KEYS_FILE": str(tmp_path / "keys.jsonl"),
                 "PITBOSS_DATA_DIR": str(tmp_path / "pgdata")})
     return env
+
+
+# Run as `pitboss ARGS`, with a real SIGINT sent as the command line starts loading.
+_INTERRUPTED_LOADING = """
+import os, signal, sys
+class Interrupting:
+    def find_spec(self, name, path=None, target=None):
+        if name == "api.cli":
+            os.kill(os.getpid(), signal.SIGINT)
+sys.meta_path.insert(0, Interrupting())
+sys.argv = ["pitboss", *sys.argv[1:]]
+from api.launch import main
+main()
+"""
+
+
+@pytest.mark.parametrize(("argv", "status", "said"), [
+    (["rebuild", "balances"], 130, "nothing was done"),
+    (["chain"], CHAIN_NOT_WALKED_EXIT, "the chain was not walked")])
+def test_a_ctrl_c_while_the_command_loads_ends_it_in_a_sentence(argv, status, said):
+    # Loading takes a second or more; a Ctrl-C in it printed a traceback (and `chain` exited
+    # 1, which an alarm reads as an altered record).
+    import subprocess
+    import sys
+    from importlib.metadata import entry_points
+
+    assert entry_points(group="console_scripts")["pitboss"].value == "api.launch:main"
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_LOADING, *argv],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (status, f"interrupted while starting: {said}\n")
 
 
 def test_a_chain_walk_interrupted_exits_3_and_its_help_0(database, postgres_env, tmp_path):
