@@ -12,15 +12,21 @@ at fault under ``errors``. ``deploy/gunicorn.conf.py`` names it as the worker cl
 from __future__ import annotations
 
 import json
+from contextlib import suppress
+from http import HTTPStatus
 from typing import Any
 
 from gunicorn import util
+from gunicorn.http import wsgi
 from gunicorn.workers.gthread import ThreadWorker
 from werkzeug.exceptions import default_exceptions
 
 from api.problems import PROBLEM_JSON, problem_body
 
 SHOWN_CHARS_MAX = 200  # of gunicorn's own words for a malformed request (they may quote it)
+# In a request's environ under this worker: what closes its connection once it is answered
+# (a body whose chunks are malformed leaves no telling where the next request would start).
+CLOSE_CONNECTION = "pitboss.close_connection"
 
 
 class ProblemThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no types
@@ -34,7 +40,13 @@ class ProblemThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has n
         def write_problem(sock: Any, status: int, reason: str, mesg: str) -> None:
             util.write_nonblock(sock, problem_response(status, reason, mesg, cfg))
 
+        def create(req: Any, sock: Any, client: Any, server: Any, cfg: Any) -> Any:
+            resp, environ = created(req, sock, client, server, cfg)
+            environ[CLOSE_CONNECTION] = resp.force_close
+            return resp, environ
+
         util.write_error = write_problem
+        created, wsgi.create = wsgi.create, create
         super().init_process()
 
 
@@ -44,6 +56,9 @@ def problem_response(status: int, reason: str, mesg: str, cfg: Any) -> bytes:
     error, detail, at_fault = _described(status, mesg, cfg)
     members: dict[str, Any] = {"errors": {at_fault: [detail]}} if at_fault else {}
     body = json.dumps(problem_body(status, detail, error=error, **members)).encode()
+    # (gunicorn's reason for a transfer coding it does not take, 501, was "Bad Request")
+    with suppress(ValueError):
+        reason = HTTPStatus(status).phrase
     head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
             f"Content-Type: {PROBLEM_JSON}\r\nContent-Length: {len(body)}\r\n\r\n")
     return head.encode("latin-1") + body
@@ -69,8 +84,13 @@ def _described(status: int, mesg: str, cfg: Any) -> tuple[str, str, str | None]:
         return ("InternalServerError", "The server failed while answering this request; it "
                 "has been logged for the operators. It may not have been carried out: retry "
                 "it with the same Idempotency-Key.", None)
+    return error, refused_request(status, mesg), "request"
+
+
+def refused_request(status: int, mesg: str) -> str:
+    """The sentence for a request gunicorn finds malformed (400) or cannot take (501), in its
+    head or, read by the app, in its body (``mesg``: gunicorn's words)."""
     words = mesg if len(mesg) <= SHOWN_CHARS_MAX else mesg[:SHOWN_CHARS_MAX - 1] + "\u2026"
     what = ("is not well-formed HTTP" if status == 400 else
             "asks what the server does not do")
-    return error, (f"The request {what}, so the server did not read it and nothing was done: "
-                   f"{words}."), "request"
+    return f"The request {what}, so the server did not read it and nothing was done: {words}."

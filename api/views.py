@@ -11,6 +11,7 @@ from typing import Any, TypeVar, cast
 
 import flask
 import flask_smorest
+from gunicorn.http.errors import ParseException
 from marshmallow import Schema
 from webargs.core import missing
 from webargs.flaskparser import FlaskParser, abort
@@ -18,6 +19,7 @@ from werkzeug.exceptions import ClientDisconnected, RequestEntityTooLarge, Reque
 from werkzeug.routing import IntegerConverter
 
 from api.auth import current_principal, requires
+from api.gunicorn_worker import CLOSE_CONNECTION, refused_request
 from api.problems import GIVEN_TWICE, NOT_A_QUERY_PARAMETER
 from api.schemas import IdempotencyHeaderSchema
 from api.strict_json import NotJson, RepeatedMember, members_once, no_constant
@@ -34,8 +36,10 @@ class AsciiInteger(IntegerConverter):
 
 class Parser(FlaskParser):
     """webargs' parser, stricter about bodies. A body is JSON in UTF-8, uncompressed (415 for
-    any other content type, charset or coding: webargs would read another type as no body
-    at all, and the others as UTF-8 JSON all the same), whole (413 for a body sent in chunks that
+    any other content type, charset or coding, content or transfer: webargs would read another
+    type as no body at all, and the others as UTF-8 JSON all the same), well framed (400 for
+    malformed chunks, and the connection closed, where gunicorn would let them out as a 500),
+    whole (413 for a body sent in chunks that
     reaches the size cap: werkzeug would cut it there), and names each member once (400: a
     proxy keeping the first of two would see another request), and arriving (408 for one that
     ends short or stops coming). A 400, not webargs' 500, for JSON nested past the recursion
@@ -49,6 +53,9 @@ class Parser(FlaskParser):
             # short under werkzeug's own server: told as a timeout, to a client that may
             # still be listening.
             raise RequestTimeout() from None
+        except ParseException as malformed:  # chunks framed wrongly, under gunicorn
+            req.environ.get(CLOSE_CONNECTION, lambda: None)()
+            abort(400, messages={"request": [refused_request(400, str(malformed))]})
         if req.content_length is not None and len(data) < req.content_length:
             # Ended short under gunicorn, which hands over what came: a part that parses
             # would be carried out as if it were the whole request.
@@ -67,6 +74,11 @@ class Parser(FlaskParser):
         if req.headers.get("Content-Encoding", "").strip().lower() not in ("", "identity"):
             abort(415, messages={"Content-Encoding": [
                 "A request body is sent uncompressed: send it without Content-Encoding."]})
+        codings = req.headers.get("Transfer-Encoding", "").lower().replace(" ", "").split(",")
+        if set(codings) - {"", "chunked", "identity"}:  # gunicorn lets gzip through, unread
+            abort(415, messages={"Transfer-Encoding": [
+                "A request body is sent uncompressed: send it with no transfer coding but "
+                "chunked."]})
         if data.startswith(codecs.BOM_UTF8):
             abort(400, messages={"json": ["The body starts with a byte order mark: send the "
                                           "JSON without one."]})

@@ -1599,6 +1599,22 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
             "stalled", "stalled-chunks")
         answer = _answer_to(unused_port, chunked + f"10000\r\n{' ' * 65536}\r\n")
         assert answer.startswith("HTTP/1.1 408 "), answer
+        # Chunks framed wrongly: a 500 with werkzeug's words, the connection kept open.
+        for n, (framing, words) in enumerate((
+                ("zz\r\n{}\r\n0\r\n\r\n", "Invalid chunk size: b'zz'"),
+                ('5\r\n{"amo}\r\n0\r\n\r\n', "Invalid chunk terminator"))):
+            answer = _answer_to(unused_port, chunked.replace("stalled-chunks", f"framed-{n}")
+                                + framing)
+            assert answer.startswith("HTTP/1.1 400 "), answer
+            assert "\r\nConnection: close\r\n" in answer, answer
+            assert "is not well-formed HTTP, so the server did not read it and nothing was " \
+                   f"done: {words}" in answer, answer
+        # A transfer coding that gunicorn passes over, unread: the buy-in was made.
+        gzipped = chunked.replace("chunked", "gzip, chunked\r\nConnection: close").replace(
+            "stalled-chunks", "gz")
+        answer = _answer_to(unused_port, gzipped + 'd\r\n{"amount": 5}\r\n0\r\n\r\n')
+        assert answer.startswith("HTTP/1.1 415 "), answer
+        assert "send it with no transfer coding but chunked" in answer
         # Ended short (the client closed its side): gunicorn hands over what came, and a
         # body that parses was carried out as if whole.
         short = head.replace("Content-Length: 13", "Content-Length: 40").replace(

@@ -176,6 +176,14 @@ def test_what_gunicorn_refuses_itself_is_answered_as_problem_details(served, cas
     assert int(headers["content-length"]) == len(body)
 
 
+def test_a_transfer_coding_gunicorn_does_not_take_is_answered_with_its_own_reason(served):
+    # The status line said "501 Bad Request".
+    with socket.create_connection(("127.0.0.1", served), timeout=10) as conn:
+        conn.sendall(b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: xchunked\r\n\r\n")
+        first_line = conn.makefile("rb").readline()
+    assert first_line == b"HTTP/1.1 501 Not Implemented\r\n"
+
+
 def test_an_app_failing_outside_flask_is_a_problem_too_and_a_request_read_is_not(served):
     answer = _answer(served, b"GET /fails HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
     assert answer is not None
