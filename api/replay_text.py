@@ -125,9 +125,13 @@ def table(state: Mapping[str, Any]) -> list[str]:
     lines = [f"      {'dealer':<8} {cards(dealer['cards']):<24} {dealer['total']}"]
     split = split_boxes(state)
     for b in state["boxes"]:
+        # In the order the bettors came, the owner first (RULES.md, Terms): not the order of
+        # the JSON object, which the API writes with its members sorted.
+        order = {bettor: n for n, bettor in enumerate(b["bettors"])}
         for h in b["hands"]:
             label = hand_label(b["box"], h["hand"], split)
-            stakes = ", ".join(f"{p} {a}" for p, a in h["stakes"].items())
+            stakes = ", ".join(f"{p} {a}" for p, a in sorted(
+                h["stakes"].items(), key=lambda stake: order.get(stake[0], len(order))))
             total = f"{'soft ' if h['soft'] else ''}{h['total']}" if h["cards"] else ""
             standing = status(h, voided=state["phase"] == "voided")
             lines.append(f"      {label:<8} {cards(h['cards']):<24} {total:<8} {standing:<11}"

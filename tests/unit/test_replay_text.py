@@ -188,3 +188,25 @@ def test_the_dealers_end_reads_as_a_sentence() -> None:
     assert finished(25, bust=True) == "the dealer busts on 25: 10♦ 6♣ 9♠"
     assert finished(21, natural=True).startswith("the dealer has a natural, 21: ")
     assert finished(18).startswith("the dealer stands on 18: ")
+
+
+def test_a_boxs_stakes_read_owner_first_whichever_way_the_frames_came() -> None:
+    # Over the API (whose JSON objects have their members sorted) a co-bettor named before the
+    # owner in the alphabet was listed first; from the database the owner was.
+    import json
+
+    app = GameLedger(env={"PERSISTENCE_MODULE": "eventsourcing.popo"},
+                     shoe_key=ShoeSealer.new_key(), randbelow=SteeredShuffle("6S TH 7D 5C"))
+    table = app.open_table("t", "boss", "T1", CASINO)
+    for player in ("zed", "amy"):
+        app.open_account(f"a-{player}", "cashier", player)
+        app.buy_in(f"b-{player}", "cashier", player, 1_000)
+    r = app.start_round("s", "dealer", table)
+    app.place_stake("p1", "dealer", r, "zed", 1, 100)
+    app.place_stake("p2", "dealer", r, "amy", 1, 20)
+    app.deal("d", "dealer", r)
+    frames = app.replay(r)
+    over_http = json.loads(json.dumps(frames, sort_keys=True))
+    boxes = [line for line in render(frames) if line.split()[:2] == ["box", "1"]]
+    assert boxes[-1].split()[-4:] == ["zed", "100,", "amy", "20"]
+    assert [line for line in render(over_http) if line.split()[:2] == ["box", "1"]] == boxes
