@@ -36,8 +36,8 @@ def written_one_way(name: str) -> bool:
     """In composed form (Unicode NFC), starting with a character of its own and holding none
     that shows nothing: ids are made from names, and "Café" written two ways would name two
     tables that look the same."""
-    return (unicodedata.normalize("NFC", name) == name and not unicodedata.combining(name[0])
-            and invisible_in(name) is None)
+    return (unicodedata.normalize("NFC", name) == name
+            and not (name and unicodedata.combining(name[0])) and invisible_in(name) is None)
 
 
 def check_name(what: str, name: str, field: str | None = None) -> None:

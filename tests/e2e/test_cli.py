@@ -180,6 +180,18 @@ def test_a_new_key_name_is_written_one_way_only(tmp_path, name):
     assert not path.exists()
 
 
+def test_an_empty_key_name_is_refused_in_a_sentence(tmp_path):
+    # A traceback (IndexError), where a name too long was refused in a sentence.
+    path = tmp_path / "keys.jsonl"
+    for name in ("", "x" * 65):
+        made = CliRunner().invoke(main, ["keys", "create", "--name", name, "--role", "dealer",
+                                         "--file", str(path)])
+        assert made.exit_code == 1, made.output
+        assert made.output.startswith("Error: a key name is 1 to 64 printable characters"), \
+            made.output
+    assert not path.exists()
+
+
 def test_a_key_file_is_read_again_until_its_stamp_has_stayed_the_same_a_while(
         tmp_path, monkeypatch, caplog):
     # Written twice within one tick of a coarse timestamp (a second or two on some
