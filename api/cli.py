@@ -765,12 +765,32 @@ def replay(round_id: UUID, url: str | None, api_key: str | None) -> None:
         if not api_key:
             raise click.ClickException("--url needs --key (an auditor's or a manager's key)")
         client = Client(url, api_key)
-        frames = client.get(f"/audit/rounds/{round_id}/replay")
-        name = client.get(f"/tables/{frames[0]['state']['table_id']}")["name"] if frames else None
+        try:
+            lines = _replay_from_api(client, round_id)
+        finally:
+            client.close()
     else:
         frames, name = _replay_from_database(round_id)
-    for line in render(frames, table_name=name):
+        lines = render(frames, table_name=name)
+    for line in lines:
         click.echo(line)
+
+
+def _replay_from_api(client: Client, round_id: UUID) -> list[str]:
+    """The round's replay as the API at ``client.url`` gives it, as text; refused in a
+    sentence if what answered is not the API (a server answering JSON of another shape)."""
+    frames = client.get(f"/audit/rounds/{round_id}/replay")
+    try:
+        if not (isinstance(frames, list) and frames and all(
+                isinstance(f, dict) and isinstance(f.get("state"), dict) for f in frames)):
+            raise TypeError("not a list of frames")
+        table = client.get(f"/tables/{frames[0]['state']['table_id']}")
+        return render(frames, table_name=table["name"])
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise click.ClickException(
+            f"the server at {client.url} answered the replay of round {round_id} with "
+            f"something else than a replay ({type(exc).__name__}: {exc}): is it the pitboss "
+            "API?") from exc
 
 
 def _replay_from_database(round_id: UUID) -> tuple[list[dict[str, Any]], str | None]:

@@ -175,7 +175,10 @@ class Client:
         try:
             data = json.loads(raw) if raw else None
         except (json.JSONDecodeError, UnicodeDecodeError):
-            data = {"detail": raw[:200].decode("utf-8", "replace")}
+            shown = " ".join(raw[:80].decode("utf-8", "replace").split())
+            data = {"detail": f"an answer that is not the API's JSON "
+                              f"({answer.get('content-type') or 'no content type'}: "
+                              f"{shown!r}): is {self.url} the pitboss API?"}
         try:
             retry_after = float(answer.get("retry-after", "1") or 1)
         except ValueError:

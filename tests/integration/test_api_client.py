@@ -188,6 +188,39 @@ def test_a_refusal_carries_its_problem_details(server):
     assert str(refused.value) == "POST /rounds/r/stand: 412 The round moved on. (R-V1)"
 
 
+def test_a_refusal_that_is_not_the_apis_says_so_and_names_the_url(server):
+    # It said "GET /x: 404 <!DOCTYPE HTML>": a server other than the API, unnamed.
+    page = b"<!DOCTYPE HTML>\n<html><head><title>Error response</title></head></html>"
+    server.start(answer("404 File not found", page, "Content-Type: text/html"))
+    client = Client(server.url, "k")
+    with pytest.raises(ApiError) as refused:
+        client.get("/x")
+    client.close()
+    assert str(refused.value) == (
+        "GET /x: 404 an answer that is not the API's JSON (text/html: '<!DOCTYPE HTML> <html>"
+        f"<head><title>Error response</title></head></html>'): is {server.url} the pitboss "
+        "API?")
+
+
+@pytest.mark.parametrize("body", [b'[{"version": 1}]', b'{"not": "a list"}', b"[]",
+                                  b'[{"state": {"table_id": "t"}}]'])
+def test_a_replay_from_a_server_that_is_not_the_api_is_refused_in_a_sentence(server, body):
+    # A traceback (KeyError), or for [] nothing printed and exit status 0.
+    from click.testing import CliRunner
+
+    from api.cli import main
+
+    table = answer("200 OK", b'{"name": "T1"}', "Content-Type: application/json")
+    server.start(answer("200 OK", body, "Content-Type: application/json"), table)
+    round_id = "00000000-0000-0000-0000-000000000001"
+    replayed = CliRunner().invoke(main, ["replay", round_id, "--url", server.url, "--key", "k"])
+    assert replayed.exit_code == 1, replayed.output
+    assert replayed.output.startswith(
+        f"Error: the server at {server.url} answered the replay of round {round_id} with "
+        "something else than a replay ("), replayed.output
+    assert replayed.output.endswith("): is it the pitboss API?\n")
+
+
 def test_an_answer_that_is_not_http_is_a_protocol_error(server):
     server.start(*[b"SSH-2.0-OpenSSH\r\n\r\n"] * 4)
     client = Client(server.url, "k")
