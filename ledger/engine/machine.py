@@ -769,17 +769,21 @@ class RoundMachine:
 
     # -------------------------------------------------------------- the dealer
 
-    def _dependent_hands(self) -> tuple[bool, bool]:
-        """(a live stake depends on the dealer's total, any main stake still waits)."""
-        depends = waits = False
+    def _dependent_hands(self) -> tuple[int | None, bool]:
+        """(the highest total of a live hand whose result depends on the dealer's total, None
+        if there is none; whether any main stake still waits). A natural or a prize hand
+        waits on the dealer's natural alone (R-G6, R-C7, R-X2)."""
+        best: int | None = None
+        waits = False
         for b, h, hand in self.hands_in_order():
             if hand.status != LIVE or not any((f.MAIN, bettor, b.number, h) in self.open_stakes
                                               for bettor in hand.stakes):
                 continue
             waits = True
             if not (self.is_natural(b, hand) or self.prize(b, hand)):
-                depends = True
-        return depends, waits
+                total = hand_total(hand.cards)[0]
+                best = total if best is None else max(best, total)
+        return best, waits
 
     def _dealer_draws(self, draw: Draw, peek: Peek | None) -> None:
         rules = self.rules
@@ -791,19 +795,20 @@ class RoundMachine:
                                           "shoe it was dealt from")
                 card = peek(position)  # a face: the shoe's, or the record's (readjudicate)
             self._emit(f.HoleCardRevealed(card=card, position=position))
-        depends, waits = self._dependent_hands()
+        best, waits = self._dependent_hands()
         if WILD in self.dealer:
             pass  # R-W5, R-X10: the dealer is 21 and draws nothing
-        elif rules.dealer_policy == "beat_players" and depends:
+        elif rules.dealer_policy == "beat_players" and best is not None:
             if len(self.dealer) == 1:
                 # No hole card (rules of a table's own): the second card comes first, as it
                 # would at any table (R-G2), and may make a dealer natural (R-G7).
                 self._deal_card(f.DEALER, 0, draw)
-            best = max(hand_total(hand.cards)[0] for _, _, hand in self.hands_in_order()
-                       if hand.status == LIVE)
+            # Beating the hands that depend on its total: a natural or a prize hand beside
+            # them cannot be beaten by drawing (R-X2), and chasing one paid hands already
+            # beaten when the dealer bust.
             while self._dealer_may_beat(best):
                 self._deal_card(f.DEALER, 0, draw)
-        elif depends:
+        elif best is not None:
             while self._dealer_wants_card():
                 self._deal_card(f.DEALER, 0, draw)
         elif (waits or self.insurance) and len(self.dealer) == 1:
@@ -815,7 +820,8 @@ class RoundMachine:
                                     bust=total > 21, cards=list(self.dealer)))
 
     def _dealer_may_beat(self, best: int) -> bool:
-        """R-W6: below 21 and not above the highest live player total."""
+        """R-W6: below 21 and not above the highest live player total (of the hands that
+        depend on the dealer's)."""
         if WILD in self.dealer:
             return False
         total = hand_total(self.dealer)[0]

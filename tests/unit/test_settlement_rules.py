@@ -447,6 +447,29 @@ def test_a_dealer_beating_players_draws_past_the_highest_live_total() -> None:
     check_money(r, {"P1": -10, "P2": -10})
 
 
+@pytest.mark.parametrize(("cards", "hits", "p1"), [
+    ("AS TH 9D KS 7C AH TC TD", 0, 15),  # P1's natural (3:2)
+    ("7S TH 9D 7H 7C 7D AH TC TD", 1, 30),  # P1's 7-7-7 of mixed suits (3:1)
+], ids=["natural", "prize"])
+def test_a_dealer_beating_players_does_not_chase_a_hand_it_cannot_beat_by_drawing(
+        cards: str, hits: int, p1: int) -> None:
+    # P2 stands on 17; the dealer's 9, A is 20 and beats him. Counting P1's 21 it drew on
+    # (a 10: bust) and paid P2, whose result was the only one its total decided (R-X2, R-W6).
+    r = casino(cards, CASINO_BEATING)
+    for _ in range(hits):
+        r.hit("P1", 1)
+    r.stand("P2", 2).finish()
+    assert r.dealer_cards() == ["9D", "AH"]
+    check_money(r, {"P1": p1, "P2": -10})
+    # A round recorded as it was dealt before is named by the round check, at the card.
+    (i,) = [i for i, x in enumerate(r.facts) if isinstance(x, f.DealerFinished)]
+    chased = f.CardDealt(card="TC", position=len(cards.split()) - 2, box=f.DEALER, hand=0)
+    assert readjudicate(CASINO_BEATING, TableLimits(), r.facts) == []
+    (finding,) = readjudicate(CASINO_BEATING, TableLimits(), [*r.facts[:i], chased])
+    assert finding.startswith(f"fact {i + 1}: recorded CardDealt(card='TC'"), finding
+    assert "the rules give DealerFinished(total=20" in finding, finding
+
+
 # == casino_wild: forfeits and the dealer's wild upcard (R-X1, R-X8, R-X10, R-W2) ==================
 
 def test_a_waiting_natural_is_forfeited_by_another_players_wild_card() -> None:
