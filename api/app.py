@@ -31,7 +31,7 @@ from api import accounts, audit, health, reports, session, supervision, tables
 from api.auth import KeyRing, keyring_from
 from api.database import DatabaseSettings, check_schema_name, resolve_database
 from api.document import documented_api
-from api.problems import register_problem_handlers
+from api.problems import KEPT_PRIVATE, register_problem_handlers
 from api.secrets_files import default_keys_file, load_shoe_key
 from api.services import Services, create_tables_wanted, ledger
 from api.throttled_log import ThrottledLog, throttle_pool_log
@@ -142,14 +142,11 @@ def _time_requests(app: Flask) -> None:
 
 
 def _kept_private(app: Flask) -> None:
-    """Answers carry balances, rounds and keys' holders: no cache keeps them
-    (``Cache-Control: no-store``), and no browser reads one as another type than it says
-    (``X-Content-Type-Options: nosniff``)."""
+    """Every answer carries :data:`api.problems.KEPT_PRIVATE`."""
 
     @app.after_request
     def private(response: Response) -> Response:
-        response.headers.setdefault("Cache-Control", "no-store")
-        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers.update(KEPT_PRIVATE)
         return response
 
 

@@ -21,7 +21,7 @@ from gunicorn.http import wsgi
 from gunicorn.workers.gthread import ThreadWorker
 from werkzeug.exceptions import default_exceptions
 
-from api.problems import PROBLEM_JSON, problem_body
+from api.problems import KEPT_PRIVATE, PROBLEM_JSON, problem_body
 
 SHOWN_CHARS_MAX = 200  # of gunicorn's own words for a malformed request (they may quote it)
 # In a request's environ under this worker: what closes its connection once it is answered
@@ -60,7 +60,8 @@ def problem_response(status: int, reason: str, mesg: str, cfg: Any) -> bytes:
     with suppress(ValueError):
         reason = HTTPStatus(status).phrase
     head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
-            f"Content-Type: {PROBLEM_JSON}\r\nContent-Length: {len(body)}\r\n\r\n")
+            f"Content-Type: {PROBLEM_JSON}\r\nContent-Length: {len(body)}\r\n"
+            + "".join(f"{name}: {value}\r\n" for name, value in KEPT_PRIVATE.items()) + "\r\n")
     return head.encode("latin-1") + body
 
 

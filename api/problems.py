@@ -168,6 +168,10 @@ def http_exception_problem(error: HTTPException) -> Response:
     return problem(status, detail, error=type(error).__name__, headers=headers, **extensions)
 
 
+# Headers of every answer, the app's and gunicorn's own refusals alike: no cache keeps one
+# (they carry balances, rounds and keys' holders), and no browser reads one as another type
+# than it says.
+KEPT_PRIVATE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 # A refusal by a schema (webargs'), its type and the start of its detail, by status.
 _OFF_SCHEMA = ("InvalidRequest", "The request does not fit its schema: ")
 _SCHEMA_PROBLEMS = {400: ("MalformedRequest", "The request is malformed: "),
@@ -277,6 +281,9 @@ def persistence_problem(error: PersistenceError) -> Response:
                        error="Conflict")
     throttled().warning(logger, "the database's unavailability", "database unavailable: %s",
                         type(error).__name__, exc_info=error)
+    if request.method in ("GET", "HEAD"):  # a read records nothing, and carries no key
+        return database_unavailable("The database did not answer in time or is busy; nothing "
+                                    "was read. Ask again.")
     return database_unavailable("The database did not answer in time or is busy; the request "
                                 "may not have been recorded. Retry it with the same "
                                 "Idempotency-Key.")

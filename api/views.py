@@ -60,6 +60,15 @@ class Parser(FlaskParser):
             # Ended short under gunicorn, which hands over what came: a part that parses
             # would be carried out as if it were the whole request.
             raise RequestTimeout()
+        # (an empty body too: framed so, it is not sent as the API takes it)
+        if req.headers.get("Content-Encoding", "").strip().lower() not in ("", "identity"):
+            abort(415, messages={"Content-Encoding": [
+                "A request body is sent uncompressed: send it without Content-Encoding."]})
+        codings = req.headers.get("Transfer-Encoding", "").lower().replace(" ", "").split(",")
+        if set(codings) - {"", "chunked", "identity"}:  # gunicorn lets gzip through, unread
+            abort(415, messages={"Transfer-Encoding": [
+                "A request body is sent uncompressed: send it with no transfer coding but "
+                "chunked."]})
         if not data:
             return missing  # no body is no body; the schema says whether one is needed
         cap = flask.current_app.config.get("MAX_CONTENT_LENGTH")
@@ -71,14 +80,6 @@ class Parser(FlaskParser):
             abort(415, messages={"Content-Type": [
                 "A request body is JSON in UTF-8: send it with Content-Type: "
                 "application/json, with no charset or charset=utf-8."]})
-        if req.headers.get("Content-Encoding", "").strip().lower() not in ("", "identity"):
-            abort(415, messages={"Content-Encoding": [
-                "A request body is sent uncompressed: send it without Content-Encoding."]})
-        codings = req.headers.get("Transfer-Encoding", "").lower().replace(" ", "").split(",")
-        if set(codings) - {"", "chunked", "identity"}:  # gunicorn lets gzip through, unread
-            abort(415, messages={"Transfer-Encoding": [
-                "A request body is sent uncompressed: send it with no transfer coding but "
-                "chunked."]})
         if data.startswith(codecs.BOM_UTF8):
             abort(400, messages={"json": ["The body starts with a byte order mark: send the "
                                           "JSON without one."]})

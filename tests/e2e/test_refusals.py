@@ -277,6 +277,23 @@ def test_a_compressed_body_is_415_and_moves_nothing(desk, encoding):
     assert available(desk) == before
 
 
+@pytest.mark.parametrize("framing", [
+    {"headers": {"Content-Encoding": "gzip"}},
+    {"headers": {"Transfer-Encoding": "gzip, chunked"}, "input_stream": io.BytesIO(b""),
+     "environ_overrides": {"wsgi.input_terminated": True}}], ids=["content", "transfer"])
+def test_an_empty_body_said_to_be_compressed_is_415_too(desk, framing):
+    # An empty body framed so started a round (201), or was read as none (422 naming reason).
+    rounds = f"/tables/{desk.table}/rounds"
+    listed = desk.http.ok(desk.http.get(rounds))["items"]
+    headers = {"Authorization": f"Bearer {KEYS['dealer']}", "Idempotency-Key": "empty-1",
+               **framing["headers"]}
+    options = {k: v for k, v in framing.items() if k != "headers"}
+    for path in (f"/tables/{desk.table}/close", rounds):
+        answer = desk.http.client.post(path, data=b"", headers=headers, **options)
+        assert set(problem_of(answer, 415)["errors"]) == set(framing["headers"]), path
+    assert desk.http.ok(desk.http.get(rounds))["items"] == listed
+
+
 @pytest.mark.parametrize(("body", "field"), [
     ({"bettor": "P1", "box": 1, "amount": 10.0}, "amount"),
     ({"bettor": "P1", "box": 1, "amount": 10.5}, "amount"),
@@ -663,9 +680,14 @@ def test_a_database_that_does_not_answer_is_503(database):
     app = create_app({"DATABASE": nowhere, "TESTING": True, "SHOE_KEY": ShoeSealer.new_key(),
                       "API_KEYS": [ApiKey(name=NAMES["dealer"], role="dealer",
                                           key_hash=hash_key(KEYS["dealer"]))]})
-    response = Http(app.test_client()).get(f"/tables/{uuid.uuid4()}", role="dealer")
-    problem_of(response, 503)
+    http = Http(app.test_client())
+    response = http.get(f"/tables/{uuid.uuid4()}", role="dealer")
+    # A read was told to retry "with the same Idempotency-Key", which it has not.
+    assert problem_of(response, 503)["detail"] == ("The database did not answer in time or is "
+                                                   "busy; nothing was read. Ask again.")
     assert response.headers["Retry-After"] == "1"
+    change = http.post(f"/tables/{uuid.uuid4()}/rounds", role="dealer")
+    assert "Retry it with the same Idempotency-Key" in problem_of(change, 503)["detail"]
 
 
 def test_an_outage_logs_a_few_tracebacks_a_minute_not_one_each_answer(app, caplog):

@@ -166,6 +166,9 @@ def test_what_gunicorn_refuses_itself_is_answered_as_problem_details(served, cas
     got, headers, body = answer
     assert (got, headers["content-type"], headers["connection"]) == (
         status, PROBLEM_JSON, "close")
+    # As every answer of the app's (they had neither).
+    assert (headers["cache-control"], headers["x-content-type-options"]) == ("no-store",
+                                                                              "nosniff")
     problem = json.loads(body)
     assert ProblemSchema().validate(problem) == {}
     assert (problem["status"], problem["error"], problem["rule"]) == (status, error, None)
