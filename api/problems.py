@@ -139,7 +139,8 @@ def http_exception_problem(error: HTTPException) -> Response:
         # each, so the answer stays small whatever was sent: values at fault first (the rule
         # cited is theirs), then names the route does not take.
         ordered = sorted(errors.items(), key=lambda item: (set(item[1]) <= NOT_A_FIELD, item[0]))
-        shown = {name: messages[:FIELDS_SHOWN] for name, messages in ordered[:FIELDS_SHOWN]}
+        shown = {_shortened(name): messages[:FIELDS_SHOWN]
+                 for name, messages in ordered[:FIELDS_SHOWN]}
         kind, detail = _SCHEMA_PROBLEMS.get(status, _OFF_SCHEMA)
         detail += "; ".join(f"{name}: {' '.join(messages)}" for name, messages in shown.items())
         if (more := len(errors) - len(shown)) > 0:
@@ -176,8 +177,14 @@ KEPT_PRIVATE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"
 _OFF_SCHEMA = ("InvalidRequest", "The request does not fit its schema: ")
 _SCHEMA_PROBLEMS = {400: ("MalformedRequest", "The request is malformed: "),
                     415: ("UnsupportedMediaType", "The body is not sent as the API takes it: ")}
-# The most fields (and messages of one field) a schema refusal names.
+# The most fields (and messages of one field) a schema refusal names, and the most characters
+# of a field's name it shows (a name the route does not take may be as long as the body).
 FIELDS_SHOWN = 10
+FIELD_NAME_SHOWN_MAX = 100
+
+
+def _shortened(name: str) -> str:
+    return name if len(name) <= FIELD_NAME_SHOWN_MAX else name[:FIELD_NAME_SHOWN_MAX - 1] + "\u2026"
 # Messages about a name the request should not have sent, not about a value.
 NOT_A_QUERY_PARAMETER = "Not a query parameter of this route."
 GIVEN_TWICE = "Given more than once in the query."

@@ -479,6 +479,18 @@ def test_a_body_of_thousands_of_faults_is_answered_with_the_first_few(desk):
     assert len(answer.data) < 3_000
 
 
+def test_a_long_name_the_route_does_not_take_is_shown_shortened(desk):
+    # A 60,000-character member was echoed whole in errors and again in detail: 120 KB.
+    long = "x" * 60_000
+    answer = cashier_post(desk, "/accounts/P1/buy-in", json.dumps({"amount": 5, long: 1}),
+                          "application/json")
+    problem = problem_of(answer, 422)
+    assert problem["errors"] == {"x" * 99 + "\u2026": ["Unknown field."]}
+    query = desk.http.get(f"/accounts/P1/entries?{'q' * 3_000}=1", role="cashier")
+    assert list(problem_of(query, 422)["errors"]) == ["q" * 99 + "\u2026"]
+    assert max(len(answer.data), len(query.data)) < 1_000
+
+
 def test_the_fields_a_refusal_names_first_are_those_whose_values_are_at_fault(desk):
     # Ten unknown members sorted before "amount" hid the amount that R-M1 was cited for.
     body = {**{f"a{n}": 1 for n in range(10)}, "amount": 1.5}
