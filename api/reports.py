@@ -23,6 +23,7 @@ from projections.rounds import STATUSES
 from projections.settings import (
     BALANCES_PAGE_MAX,
     CASHIER_PAGE_MAX,
+    CASHIERS_SHOWN_MAX,
     CHECK_BUDGET_S,
     CURSOR_MAX_CHARS,
     DAY_MAX,
@@ -410,7 +411,11 @@ class CashierDaySchema(_GamingDaySchema, _ReadSoFarSchema):
     currencies = fields.List(fields.Nested(CashierTotalsSchema), required=True, metadata={
         "description": "The day's totals per currency."})
     cashiers = fields.List(fields.Nested(CashierSchema), required=True, metadata={
-        "description": "The day's totals per cashier and currency."})
+        "description": "The day's totals per cashier and currency, by currency then cashier: "
+                       f"the first {CASHIERS_SHOWN_MAX} (cashiers_listed says how many there "
+                       "are; each movement names its cashier)."})
+    cashiers_listed = fields.Integer(required=True, metadata={
+        "description": "Cashier and currency pairs of the day, over all of them."})
     movements_listed = fields.Integer(required=True, metadata={
         "description": "Movements in the whole list, over all its pages."})
     last_notification_id = fields.Integer(required=True, allow_none=True, metadata={

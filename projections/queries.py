@@ -50,6 +50,7 @@ from projections.rounds import FLAGS, STATUSES, RoundIndexView
 from projections.settings import (
     BALANCES_PAGE_MAX,
     CASHIER_PAGE_MAX,
+    CASHIERS_SHOWN_MAX,
     CHECK_FINDINGS_MAX,
     CURSOR_MAX_CHARS,
     DAY_END_SETTLE,
@@ -516,16 +517,25 @@ class ReadModels:
             curs.execute(SQL("SELECT movements_listed_after FROM {}").format(
                 self._balances.qualified("settings")))
             complete = curs.fetchone() is None
-            curs.execute(SQL(
-                "SELECT currency, cashier, "
+            sums = SQL(
                 "count(*) FILTER (WHERE kind = {buy}) AS buy_ins, "
                 "coalesce(sum(amount) FILTER (WHERE kind = {buy}), 0) AS bought_in, "
                 "count(*) FILTER (WHERE kind = {cash}) AS cash_outs, "
                 "coalesce(sum(amount) FILTER (WHERE kind = {cash}), 0) AS cashed_out, "
-                "max(notification_id) AS last_notification_id "
-                "FROM {} WHERE at >= %s AND at < %s GROUP BY currency, cashier "
-                "ORDER BY currency, cashier").format(
-                movements, buy=Literal(BUY_IN), cash=Literal(CASH_OUT)), (starts, ends))
+                "max(notification_id) AS last_notification_id").format(
+                buy=Literal(BUY_IN), cash=Literal(CASH_OUT))
+            curs.execute(SQL(
+                "SELECT currency, {sums}, count(DISTINCT cashier) AS cashiers FROM {movements} "
+                "WHERE at >= %s AND at < %s GROUP BY currency ORDER BY currency").format(
+                sums=sums, movements=movements), (starts, ends))
+            by_currency = curs.fetchall()
+            # The first CASHIERS_SHOWN_MAX: one a cashier key and currency, however many keys
+            # took chips that day.
+            curs.execute(SQL(
+                "SELECT currency, cashier, {sums} FROM {movements} "
+                "WHERE at >= %s AND at < %s GROUP BY currency, cashier "
+                "ORDER BY currency, cashier LIMIT %s").format(sums=sums, movements=movements),
+                (starts, ends, CASHIERS_SHOWN_MAX))
             by_cashier = curs.fetchall()
             keyset = SQL("AND (m.at, m.notification_id) > (%s, %s) " if after else "")
             curs.execute(SQL(
@@ -543,13 +553,6 @@ class ReadModels:
                 movements=movements, accounts=self._balances.qualified("accounts"),
                 keyset=keyset), (starts, ends, *(after or ()), limit + 1))
             rows = curs.fetchall()
-        currencies: dict[str, dict[str, Any]] = {}
-        for group in by_cashier:
-            total = currencies.setdefault(group["currency"], {
-                "currency": group["currency"], "buy_ins": 0, "bought_in": 0, "cash_outs": 0,
-                "cashed_out": 0})
-            for name in ("buy_ins", "bought_in", "cash_outs", "cashed_out"):
-                total[name] += int(group[name])
         page = rows[:limit]
         next_cursor = None
         if len(rows) > limit:
@@ -558,12 +561,13 @@ class ReadModels:
                 of, [last["at"].isoformat(), str(last["notification_id"])])
         return {"gaming_day": day.isoformat(), "starts_at": _iso(starts), "ends_at": _iso(ends),
                 "complete": complete, **_position(lag),
-                "currencies": [_cashier_totals(t) for t in currencies.values()],
+                "currencies": [_cashier_totals(t) for t in by_currency],
                 "cashiers": [{"cashier": g["cashier"], **_cashier_totals(g)}
                              for g in by_cashier],
-                "movements_listed": sum(t["buy_ins"] + t["cash_outs"]
-                                        for t in currencies.values()),
-                "last_notification_id": max((g["last_notification_id"] for g in by_cashier),
+                "cashiers_listed": sum(int(t["cashiers"]) for t in by_currency),
+                "movements_listed": sum(int(t["buy_ins"]) + int(t["cash_outs"])
+                                        for t in by_currency),
+                "last_notification_id": max((g["last_notification_id"] for g in by_currency),
                                             default=None),
                 "items": [_movement_json(row, complete) for row in page],
                 "next_cursor": next_cursor}

@@ -41,6 +41,7 @@ HOUSE_PAGE_MAX: Final = 500
 DAY_RANGE_MAX_DAYS: Final = 366
 DAY_ROUNDS_PAGE_MAX: Final = 500
 CASHIER_PAGE_MAX: Final = 500
+CASHIERS_SHOWN_MAX: Final = 500  # a desk page's totals per cashier and currency
 # A cursor is its list's name and the last row's key, as UTF-8 JSON, and a 16-byte tag, in
 # base64. The longest key is a house account's: "house:" and a table name of up to 64
 # characters (4 bytes each at most), then a UUID; about 336 bytes, 450 characters in base64.

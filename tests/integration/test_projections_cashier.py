@@ -86,12 +86,25 @@ def test_a_days_buy_ins_and_cash_outs_per_currency_and_cashier(desk: Desk,
         {"currency": "USD", **totals(buy_ins=1, bought_in=500, cash_outs=1, cashed_out=120)}]
     assert [(g["cashier"], g["currency"], g["net"]) for g in tuesday["cashiers"]] == [
         ("cage-2", "EUR", 70), ("cage-2", "USD", 500), ("cashier", "USD", -120)]
+    assert tuesday["cashiers_listed"] == 3
     (cash_out,) = [m for m in tuesday["items"] if m["kind"] == "cash_out"]
     statement = desk.casino.ledger.account_entries("P3")["items"]
     assert (cash_out["cashier"], cash_out["version"]) == ("cashier", statement[-1]["version"])
     wednesday = reads.cashier_day(date(2025, 3, 5))
     assert (wednesday["currencies"], wednesday["items"], wednesday["last_notification_id"]) == (
         [], [], None)
+
+
+def test_a_desk_page_lists_the_first_cashiers_and_says_how_many_there_are(
+        desk: Desk, reads: ReadModels, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every cashier key of the day was listed, on every page: 400 keys, 64 KB a page.
+    whole = reads.cashier_day(date(2025, 3, 4))
+    monkeypatch.setattr("projections.queries.CASHIERS_SHOWN_MAX", 2)
+    cut = reads.cashier_day(date(2025, 3, 4), limit=1)
+    assert cut["cashiers"] == whole["cashiers"][:2]
+    assert cut["cashiers_listed"] == whole["cashiers_listed"] == 3
+    assert (cut["currencies"], cut["movements_listed"], cut["last_notification_id"]) == (
+        whole["currencies"], whole["movements_listed"], whole["last_notification_id"])
 
 
 def test_a_desk_page_says_how_far_the_view_has_read_the_log(desk: Desk, env: Env,
