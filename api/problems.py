@@ -181,14 +181,14 @@ _SCHEMA_PROBLEMS = {400: ("MalformedRequest", "The request is malformed: "),
 # of a field's name it shows (a name the route does not take may be as long as the body).
 FIELDS_SHOWN = 10
 FIELD_NAME_SHOWN_MAX = 100
-
-
-def _shortened(name: str) -> str:
-    return name if len(name) <= FIELD_NAME_SHOWN_MAX else name[:FIELD_NAME_SHOWN_MAX - 1] + "\u2026"
 # Messages about a name the request should not have sent, not about a value.
 NOT_A_QUERY_PARAMETER = "Not a query parameter of this route."
 GIVEN_TWICE = "Given more than once in the query."
 NOT_A_FIELD = frozenset({"Unknown field.", NOT_A_QUERY_PARAMETER, GIVEN_TWICE})
+
+
+def _shortened(name: str) -> str:
+    return name if len(name) <= FIELD_NAME_SHOWN_MAX else name[:FIELD_NAME_SHOWN_MAX - 1] + "\u2026"
 
 
 def _rule_of(errors: Mapping[str, list[str]]) -> str | None:

@@ -39,11 +39,11 @@ class Parser(FlaskParser):
     any other content type, charset or coding, content or transfer: webargs would read another
     type as no body at all, and the others as UTF-8 JSON all the same), well framed (400 for
     malformed chunks, and the connection closed, where gunicorn would let them out as a 500),
-    whole (413 for a body sent in chunks that
-    reaches the size cap: werkzeug would cut it there), and names each member once (400: a
-    proxy keeping the first of two would see another request), and arriving (408 for one that
-    ends short or stops coming). A 400, not webargs' 500, for JSON nested past the recursion
-    limit or an integer of more digits than Python converts, and for NaN or Infinity."""
+    whole (413 for a body sent in chunks that reaches the size cap: werkzeug would cut it
+    there), and names each member once (400: a proxy keeping the first of two would see
+    another request), and arriving (408 for one that ends short or stops coming). A 400, not
+    webargs' 500, for JSON nested past the recursion limit or an integer of more digits than
+    Python converts, and for NaN or Infinity."""
 
     def _raw_load_json(self, req: flask.Request) -> Any:
         try:
