@@ -519,11 +519,19 @@ class GameLedger(Application[UUID]):
             now = self._now(round_)
             produced = round_.act(actor, request_id, now, lambda m: decide(m, shoe))
             touched: list[Aggregate] = [round_]
-            if shoe.record is not None and shoe.drawn:
-                shoe.record.trigger_event(ShoeRecord.CardsDrawn, round_id=round_id,
-                                          first=shoe.record.position, count=shoe.drawn,
-                                          request_id=request_id, timestamp=now)
-                touched.append(shoe.record)
+            if shoe.record is not None:  # the command drew, or tried to
+                if shoe.drawn:
+                    shoe.record.trigger_event(ShoeRecord.CardsDrawn, round_id=round_id,
+                                              first=shoe.record.position, count=shoe.drawn,
+                                              request_id=request_id, timestamp=now)
+                if shoe.record.position >= shoe.record.size and \
+                        round_.machine.phase in (SETTLED, VOIDED):
+                    # Spent, and its last round over (run out, R-H4): revealed now, not when
+                    # the table next starts a round or closes; never while a round is in play,
+                    # whose hole card it holds.
+                    self._retire(shoe.record, EVERY_CARD_DEALT, actor, request_id, (round_,))
+                if shoe.drawn or shoe.record.retired:
+                    touched.append(shoe.record)
             moves = net_movements(produced)
             memo = _memo(produced) if moves else ""
             for key, moved in moves.items():
@@ -1383,7 +1391,7 @@ class GameLedger(Application[UUID]):
         if record.retired:
             return "already retired"
         if record.position >= record.size:  # past the cut card, to the last (R-H4)
-            return "every card dealt"
+            return EVERY_CARD_DEALT
         if record.cut_card_out:
             return "cut card reached"
         left = record.cut - record.position
@@ -1421,12 +1429,18 @@ class GameLedger(Application[UUID]):
         record = self._get(ShoeRecord, shoe_id, "shoe")
         if record.retired:
             return []
-        order, salt = self._sealer().open(shoe_id, record.sealed_order)
+        self._retire(record, reason, actor, request_id, after)
+        return [record]
+
+    def _retire(self, record: ShoeRecord, reason: str, actor: str, request_id: str,
+                after: tuple[Round, ...]) -> None:
+        if record.position >= record.size:  # whatever retires it: a table closed, say
+            reason = EVERY_CARD_DEALT
+        order, salt = self._sealer().open(record.id, record.sealed_order)
         record.trigger_event(ShoeRecord.Retired, order=list(order), salt=salt.hex(),
                              reason=reason, actor=actor, request_id=request_id,
                              timestamp=self._now(record, *after))
-        self._orders.pop((shoe_id, record.commitment))
-        return [record]
+        self._orders.pop((record.id, record.commitment))
 
     def _order(self, record: ShoeRecord) -> list[Card]:
         order = self._orders.get((record.id, record.commitment))
@@ -1481,6 +1495,7 @@ class _ShoeDraw:
 
 
 _TICK = timedelta(microseconds=1)  # the finest step of a recorded time
+EVERY_CARD_DEALT = "every card dealt"  # a shoe's retirement: its last card drawn (R-H4)
 
 
 def _conflict() -> Conflict:

@@ -808,11 +808,15 @@ def test_rule_changes_naming_different_limits_keep_both(make_ledger: MakeLedger)
     assert (after["limits"]["table_min"], after["limits"]["table_max"]) == (20, 2000)
 
 
-def test_a_shoe_that_ran_out_mid_round_is_retired_as_such(make_ledger: MakeLedger) -> None:
+@pytest.mark.parametrize("then", ["start a round", "close the table"])
+def test_a_shoe_that_ran_out_mid_round_is_retired_as_such(make_ledger: MakeLedger,
+                                                          then: str) -> None:
     # One deck cut at 46, one box. Ten rounds take 4 cards each (the player stands on two,
     # the dealer draws one to 17 or 18); the eleventh deals A, 3, A and takes 9 hits, the
     # last card on 21, and the dealer's draw finds the shoe empty: the round is voided (R-H4).
-    # The shoe was retired as "cut card reached", as if it had ended between rounds.
+    # The shoe was retired as "cut card reached", as if it had ended between rounds; later it
+    # stayed live (not to be verified) until the table's next round, and a table closed
+    # meanwhile retired it as "table closed".
     suits = {rank: [rank + s for s in "SHDC"] for rank in "A23456789T"}
     tens = [rank + s for rank in "TJQK" for s in "SHDC"]
 
@@ -846,7 +850,13 @@ def test_a_shoe_that_ran_out_mid_round_is_retired_as_such(make_ledger: MakeLedge
     if app.round_state(r)["phase"] == "playing":
         desk.do("play_dealer", r)
     assert app.round_state(r)["phase"] == "voided"
-    assert app.shoe(UUID(shoe))["position"] == 52
-    app.start_round(desk.rid(), "dealer", table)
     retired = app.shoe(UUID(shoe))
+    assert (retired["position"], retired["retired"]) == (52, True)
     assert retired["retired_reason"] == "every card dealt"
+    assert app.verify_shoe(UUID(shoe)) == []
+    if then == "start a round":
+        app.start_round(desk.rid(), "dealer", table)
+        assert app.table(table)["shoe_id"] != shoe
+    else:
+        app.close_table(desk.rid(), "boss", table, "closing time")
+    assert app.shoe(UUID(shoe)) == retired
