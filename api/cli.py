@@ -192,26 +192,39 @@ class _Commands(click.Group):
                 raise SystemExit(CHAIN_NOT_WALKED_EXIT) from None
             raise SystemExit(1) from None
         except _OPERATOR_ERRORS as exc:
-            if not _operator_can_mend(exc):
+            said = operator_sentence(exc, ctx.invoked_subcommand)
+            if said is None:
                 raise
             logging.getLogger("pitboss.cli").debug("the command failed", exc_info=exc)
-            first_line = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-            if isinstance(exc, _DATABASE_ERRORS):
-                first_line = f"database error: {first_line}"
-                if _sqlstate(exc) == _NO_RIGHT and ctx.invoked_subcommand in _CREATING \
-                        and not _no_create_table():
-                    first_line += (" (a role that may not create tables, such as the service "
-                                   "role, runs with CREATE_TABLE=n: see Database roles in the "
-                                   "README)")
-                elif _sqlstate(exc) == _NO_RIGHT and ctx.invoked_subcommand == "rebuild":
-                    first_line += (" (a rebuild makes new tables and swaps them in: run it as "
-                                   "the tables' owner, see Database roles in the README)")
-                elif _sqlstate(exc) == _QUERY_CANCELED:
-                    first_line += (" (a statement of the ledger ran past "
-                                   "POSTGRES_STATEMENT_TIMEOUT: most often it waited on a lock "
-                                   "an operator holds on the event table, such as VACUUM FULL "
-                                   "or ALTER TABLE; run the command again once it is released)")
-            raise click.ClickException(first_line) from exc
+            raise click.ClickException(said) from exc
+
+
+def operator_sentence(exc: BaseException, command: str | None) -> str | None:
+    """What an operator reads of ``exc``, met running ``command``: the error's first line,
+    with a hint where a database error has a usual cause; None for a defect (not an error
+    of the setup, the database or the input), which is raised with its traceback."""
+    if isinstance(exc, click.ClickException):
+        return exc.format_message()
+    if not _operator_can_mend(exc):
+        return None
+    first_line = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    if isinstance(exc, _DATABASE_ERRORS):
+        first_line = f"database error: {first_line}"
+        if _sqlstate(exc) == _NO_RIGHT and command in _CREATING and not _no_create_table():
+            first_line += (" (a role that may not create tables, such as the service role, "
+                           "runs with CREATE_TABLE=n: see Database roles in the README)")
+        elif _sqlstate(exc) == _NO_RIGHT and command == "rebuild":
+            first_line += (" (a rebuild makes new tables and swaps them in: run it as the "
+                           "tables' owner, see Database roles in the README)")
+        elif _sqlstate(exc) == _NO_SUCH_TABLE and _no_create_table():
+            first_line += (" (with CREATE_TABLE=n the tables are made by a start as their "
+                           "owner: see Database roles in the README)")
+        elif _sqlstate(exc) == _QUERY_CANCELED:
+            first_line += (" (a statement of the ledger ran past POSTGRES_STATEMENT_TIMEOUT: "
+                           "most often it waited on a lock an operator holds on the event "
+                           "table, such as VACUUM FULL or ALTER TABLE; run the command again "
+                           "once it is released)")
+    return first_line
 
 
 @click.group(cls=_Commands)
@@ -264,6 +277,10 @@ def serve(host: str, port: int, workers: int, threads: int, config_file: Path | 
         config_file = _REPO_GUNICORN_CONFIG
     argv = gunicorn_argv(host=host, port=port, workers=workers, threads=threads,
                          config_file=config_file)
+    if not os.environ.get("WEB_CONCURRENCY", "2").strip():
+        # Set empty, it is unset (as above), where gunicorn reading it for its default of
+        # --workers would stop on it, whatever --workers says.
+        del os.environ["WEB_CONCURRENCY"]
     click.echo(f"serving on http://{bind_address(host, port)} ({settings.masked()})", err=True)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 import struct
+import sys
 
 
 def _setting(name: str, default: str) -> str:
@@ -15,11 +16,31 @@ def _setting(name: str, default: str) -> str:
     return os.environ.get(name, "").strip() or default
 
 
+def _refuse(sentence: str) -> None:
+    """Stop the start with a sentence, as ``pitboss serve`` does (an exception here would
+    print gunicorn's "Failed to read config file" and a traceback)."""
+    print(f"Error: {sentence}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def _whole(name: str, default: int, low: int, high: int, what: str) -> int:
+    """A whole-number variable, refused in a sentence out of ``low`` to ``high``, as ``pitboss
+    serve`` refuses it."""
+    text = _setting(name, str(default))
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        _refuse(f"{name} is a whole number of {what} from {low} to {high:,}, not {text!r}")
+    return value
+
+
 wsgi_app = "api.wsgi:app"
 _host = _setting("PITBOSS_HOST", "127.0.0.1").strip("[]")  # an IPv6 address bracketed once
 bind = f"[{_host}]" if ":" in _host else _host
-bind += f":{_setting('PORT', '8000')}"
-workers = int(_setting("WEB_CONCURRENCY", "2"))
+bind += f":{_whole('PORT', 8000, 1, 65535, 'a TCP port')}"
+workers = _whole("WEB_CONCURRENCY", 2, 1, 64, "worker processes")
 # Threaded workers with keep-alive: a terminal's connection stays with the worker that
 # accepted it, so that worker's copies of the table's round, shoe and accounts stay current
 # and a decision reads nothing from the store. Sync workers close every connection, so
@@ -29,12 +50,12 @@ workers = int(_setting("WEB_CONCURRENCY", "2"))
 # gunicorn's gthread worker, answering the requests gunicorn refuses itself (a request line
 # or headers over the limits below, malformed HTTP) as problem details, not HTML.
 worker_class = "api.gunicorn_worker.ProblemThreadWorker"
-threads = int(_setting("PITBOSS_THREADS", "4"))
+threads = _whole("PITBOSS_THREADS", 4, 1, 64, "threads per worker")
 
 # Limits: a request is a small JSON command; nothing should take long. For threaded workers,
 # timeout is how long the worker process may stop answering the master (a hung process), not
 # how long one request may take (gunicorn's documentation on timeout).
-timeout = int(_setting("GUNICORN_TIMEOUT_S", "30"))
+timeout = _whole("GUNICORN_TIMEOUT_S", 30, 1, 3600, "seconds")
 graceful_timeout = 30
 keepalive = 5
 limit_request_line = 4094
@@ -49,14 +70,13 @@ max_requests_jitter = 1_000
 # gunicorn reads it with no time limit. Each read from a client's connection waits at most
 # this long (the listening socket's SO_RCVTIMEO, which every accepted connection inherits);
 # then the app answers 408 and the connection is closed. Set in when_ready below.
-_read_timeout_s = int(_setting("PITBOSS_READ_TIMEOUT_S", "10"))
-if not 1 <= _read_timeout_s <= 3600:  # as `pitboss serve` checks it
-    raise ValueError(f"PITBOSS_READ_TIMEOUT_S is a whole number of seconds from 1 to 3600, "
-                     f"not {_read_timeout_s}")
+_read_timeout_s = _whole("PITBOSS_READ_TIMEOUT_S", 10, 1, 3600, "seconds")
 
 accesslog = "-"
 errorlog = "-"
 loglevel = _setting("PITBOSS_LOG_LEVEL", "info").lower()
+if loglevel not in ("debug", "info", "warning", "error"):
+    _refuse(f"PITBOSS_LOG_LEVEL is DEBUG, INFO, WARNING or ERROR, not {loglevel.upper()!r}")
 
 # No runtime control socket: its default path (~/.gunicorn/gunicorn.ctl) is shared by every
 # instance of the user, and pitboss does not use gunicornc.
@@ -70,13 +90,19 @@ def on_starting(server):
     ``pitboss serve`` has done this already and says so with PITBOSS_CREATE_TABLES=no; a bare
     ``gunicorn -c deploy/gunicorn.conf.py`` (a container) gets it done here.
     """
-    from api.cli import prepare_service
+    from api.cli import operator_sentence, prepare_service
     from api.services import create_tables_wanted
 
     if not create_tables_wanted(os.environ):
         return
 
-    settings, _ = prepare_service()
+    try:
+        settings, _ = prepare_service()
+    except Exception as exc:
+        said = operator_sentence(exc, "serve")
+        if said is None:
+            raise
+        raise RuntimeError(said) from None  # gunicorn prints "Error: ..." and exits 1
     os.environ["DATABASE_URL"] = settings.url()
 
 

@@ -1222,6 +1222,22 @@ def test_reading_commands_and_a_rebuild_say_so_when_the_database_holds_no_ledger
                             (schema,)).fetchone() == (0,)
 
 
+def test_a_worker_started_without_the_right_to_create_tables_before_them_says_who_makes_them(
+        database, monkeypatch):
+    # "database error: relation ... does not exist", and nothing more: the service role,
+    # started before the owner's first start had made the tables.
+    schema = f"unmade_{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", schema)
+    monkeypatch.setenv("CREATE_TABLE", "n")
+    with psycopg.connect(database.conninfo(), autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    result = CliRunner().invoke(main, ["project"])
+    assert result.exit_code == 1, result.output
+    assert "does not exist (with CREATE_TABLE=n the tables are made by a start as their " \
+           "owner: see Database roles in the README)" in result.output, result.output
+
+
 def test_reading_commands_make_no_embedded_database_where_there_is_none(tmp_path, monkeypatch):
     # Run outside the checkout, they made and started one in ./var/pgdata, then said it held
     # no ledger, leaving a PostgreSQL running there.
@@ -1564,9 +1580,9 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
     from api.client import Client
 
     # Set empty, as an env file's "GUNICORN_TIMEOUT_S=" sets it: the default (gunicorn's
-    # configuration read "" as a number and stopped).
+    # configuration read "" as a number and stopped; for WEB_CONCURRENCY gunicorn itself did).
     env = {**_command_env(database, postgres_env, tmp_path), "GUNICORN_TIMEOUT_S": "",
-           "PITBOSS_READ_TIMEOUT_S": "1"}
+           "WEB_CONCURRENCY": "", "PITBOSS_READ_TIMEOUT_S": "1"}
     keys = {}
     for role in ("dealer", "cashier", "auditor"):
         made = CliRunner().invoke(main, ["keys", "create", "--name", f"t-{role}", "--role", role,

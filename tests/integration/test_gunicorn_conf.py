@@ -34,12 +34,42 @@ def load(monkeypatch: pytest.MonkeyPatch, read_timeout: str | None = None) -> Mo
     return module
 
 
-@pytest.mark.parametrize("value", ["0", "3601", "99999999999999999999"])
-def test_a_read_timeout_out_of_range_stops_a_bare_start_in_a_sentence(monkeypatch, value):
-    # A huge one stopped gunicorn with "struct.error: argument out of range" once bound.
-    with pytest.raises(ValueError, match="PITBOSS_READ_TIMEOUT_S is a whole number of seconds "
-                                         "from 1 to 3600"):
-        load(monkeypatch, value)
+@pytest.mark.parametrize(("name", "value", "said"), [
+    # A huge read timeout stopped gunicorn with "struct.error: argument out of range" once
+    # bound; the others stopped it with a traceback (int()'s words, or gunicorn's "Worker
+    # failed to boot"), or started it with no worker (0), on a port not asked for (0), or at
+    # a log level the README does not name.
+    ("PITBOSS_READ_TIMEOUT_S", "0", "a whole number of seconds from 1 to 3,600, not '0'"),
+    ("PITBOSS_READ_TIMEOUT_S", "3601", "a whole number of seconds from 1 to 3,600"),
+    ("PITBOSS_READ_TIMEOUT_S", "99999999999999999999", "a whole number of seconds from 1"),
+    ("PITBOSS_READ_TIMEOUT_S", "abc", "a whole number of seconds from 1 to 3,600, not 'abc'"),
+    ("GUNICORN_TIMEOUT_S", "abc", "a whole number of seconds from 1 to 3,600, not 'abc'"),
+    ("WEB_CONCURRENCY", "0", "a whole number of worker processes from 1 to 64, not '0'"),
+    ("PITBOSS_THREADS", "0", "a whole number of threads per worker from 1 to 64, not '0'"),
+    ("PORT", "0", "a whole number of a TCP port from 1 to 65,535, not '0'"),
+    ("PORT", "99999", "a whole number of a TCP port from 1 to 65,535, not '99999'"),
+    ("PITBOSS_LOG_LEVEL", "loud", "DEBUG, INFO, WARNING or ERROR, not 'LOUD'")])
+def test_a_setting_out_of_its_range_stops_a_bare_start_in_a_sentence(monkeypatch, capsys, name,
+                                                                     value, said):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as stopped:
+        load(monkeypatch)
+    assert stopped.value.code == 1
+    assert capsys.readouterr().err.startswith(f"Error: {name} is {said}")
+
+
+def test_a_bare_start_refused_before_it_serves_says_why_in_a_sentence(tmp_path):
+    # The keys (and the database, the shoe key, the read models' settings) are checked in
+    # on_starting: a refusal there printed some 38 lines of traceback around its sentence.
+    env = {**os.environ, "PITBOSS_KEYS": "notjson", "PITBOSS_KEYS_FILE": str(tmp_path / "k"),
+           "PYTHONPATH": str(CONF.parents[1])}
+    env.pop("PITBOSS_CREATE_TABLES", None)
+    done = subprocess.run([sys.executable, "-m", "gunicorn", "-c", str(CONF), "--bind",
+                           "127.0.0.1:0"], env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 1, done.stderr
+    assert "Error: PITBOSS_KEYS" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
 
 
 def test_each_connection_accepted_waits_the_read_timeout_at_most(monkeypatch):
