@@ -1054,16 +1054,22 @@ def unguarded(recorder: LedgerRecorder) -> list[str]:
         elif row["prosrc"] != _REFUSE_BODY:
             out.append(f"the function {'.'.join(refuse)}() that the trigger {name} runs was "
                        f"rewritten: {refuses} on stored events may not be refused")
-    return out + [f"{who} may INSERT into the event table directly, around the insert function "
-                  "and its append lock: revoke it (deploy/postgres-roles.sql does for the "
-                  "service and auditor roles)" for who in _inserting(recorder)]
+    return out + [
+        f"{who} may act as the event table's owner (a member of the owner's role): it may "
+        "disable the refusing triggers and write the table as it likes: take the membership "
+        "back" if as_owner else
+        f"{who} may INSERT into the event table directly, around the insert function and its "
+        "append lock: revoke it (deploy/postgres-roles.sql does for the service and auditor "
+        "roles)" for who, as_owner in _inserting(recorder)]
 
 
-def _inserting(recorder: LedgerRecorder) -> list[str]:
-    """Who may insert into the event table: PUBLIC (every role) if a grant on the table or a
-    column says so; else each role that may, by a grant on the table or its columns, to a group
-    it belongs to, or as a member of pg_write_all_data. Not the owner, nor a superuser (who may
-    do anything), nor the built-in roles themselves."""
+def _inserting(recorder: LedgerRecorder) -> list[tuple[str, bool]]:
+    """Who may insert into the event table, and whether as a member of its owner's role (who
+    may SET ROLE to it, and then do anything the owner may): PUBLIC (every role) if a grant on
+    the table or a column says so; else each role that may, by a grant on the table or its
+    columns, to a group it belongs to, as a member of pg_write_all_data, or of the owner's
+    role. Not the owner, nor a superuser (who may do anything), nor the built-in roles
+    themselves."""
     table = "(quote_ident(%s) || '.' || quote_ident(%s))::regclass"
     where = (recorder.datastore.schema, recorder.events_table_name)
     public = _fetched(  # grantee 0 is PUBLIC, on the table or on one of its columns
@@ -1072,11 +1078,13 @@ def _inserting(recorder: LedgerRecorder) -> list[str]:
                   "SELECT 1 FROM pg_attribute t, aclexplode(t.attacl) AS a WHERE t.attrelid = "
                   f"{table} AND a.grantee = 0 AND a.privilege_type = 'INSERT'", where + where)
     if public:
-        return ["every role (PUBLIC)"]
-    return [f"the role {row['role']}" for row in _fetched(
-        recorder, "SELECT r.rolname AS role FROM pg_roles r, pg_class c WHERE c.oid = "
-                  f"{table} AND r.oid <> c.relowner AND NOT r.rolsuper AND r.rolname !~ '^pg_' "
-                  "AND has_any_column_privilege(r.oid, c.oid, 'INSERT') ORDER BY 1", where)]
+        return [("every role (PUBLIC)", False)]
+    return [(f"the role {row['role']}", row["as_owner"]) for row in _fetched(
+        recorder, "SELECT r.rolname AS role, pg_has_role(r.oid, c.relowner, 'MEMBER') AS "
+                  f"as_owner FROM pg_roles r, pg_class c WHERE c.oid = {table} "
+                  "AND r.oid <> c.relowner AND NOT r.rolsuper AND r.rolname !~ '^pg_' "
+                  "AND (has_any_column_privilege(r.oid, c.oid, 'INSERT') "
+                  "OR pg_has_role(r.oid, c.relowner, 'MEMBER')) ORDER BY 1", where)]
 
 
 # pg_trigger.tgtype bits: the statements a trigger fires on.

@@ -108,8 +108,21 @@ def test_the_file_run_again_takes_back_what_an_earlier_version_granted_beyond_it
                 inserting(f"the role {role}") for role in sorted([auditor, writer])]
         finally:
             conn.execute(f"DROP ROLE {writer}")
-        # A grant to PUBLIC (to every role, those made later too) is said as such.
         conn.execute(f"REVOKE INSERT (topic, state) ON {events} FROM {auditor}")
+        # A member of the owner's role, inheriting nothing, may still SET ROLE to it: it was
+        # not named.
+        owner = names["pitboss_owner"]
+        conn.execute(f"ALTER TABLE {events} OWNER TO {owner}")
+        conn.execute(f"GRANT {owner} TO {auditor} WITH INHERIT FALSE")
+        try:
+            assert verify_chain(recorder).warnings == [
+                f"the role {auditor} may act as the event table's owner (a member of the "
+                "owner's role): it may disable the refusing triggers and write the table as it "
+                "likes: take the membership back"]
+        finally:
+            conn.execute(f"REVOKE {owner} FROM {auditor}")
+            conn.execute(f"ALTER TABLE {events} OWNER TO {database.user}")
+        # A grant to PUBLIC (to every role, those made later too) is said as such.
         for grant in (f"INSERT ON {events}", f"INSERT (state) ON {events}"):
             conn.execute(f"GRANT {grant} TO PUBLIC")
             try:
