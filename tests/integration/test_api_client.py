@@ -202,16 +202,19 @@ def test_a_refusal_that_is_not_the_apis_says_so_and_names_the_url(server):
         "API?")
 
 
-@pytest.mark.parametrize("body", [b'[{"version": 1}]', b'{"not": "a list"}', b"[]",
-                                  b'[{"state": {"table_id": "t"}}]'])
-def test_a_replay_from_a_server_that_is_not_the_api_is_refused_in_a_sentence(server, body):
+@pytest.mark.parametrize(("body", "table_asked"), [
+    (b'[{"version": 1}]', False), (b'{"not": "a list"}', False), (b"[]", False),
+    (b'[{"state": {"table_id": "t"}}]', True)])
+def test_a_replay_from_a_server_that_is_not_the_api_is_refused_in_a_sentence(server, body,
+                                                                              table_asked):
     # A traceback (KeyError), or for [] nothing printed and exit status 0.
     from click.testing import CliRunner
 
     from api.cli import main
 
     table = answer("200 OK", b'{"name": "T1"}', "Content-Type: application/json")
-    server.start(answer("200 OK", body, "Content-Type: application/json"), table)
+    server.start(answer("200 OK", body, "Content-Type: application/json"),
+                 *([table] if table_asked else []))
     round_id = "00000000-0000-0000-0000-000000000001"
     replayed = CliRunner().invoke(main, ["replay", round_id, "--url", server.url, "--key", "k"])
     assert replayed.exit_code == 1, replayed.output
