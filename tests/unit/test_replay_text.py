@@ -12,17 +12,19 @@ from ledger.sealing import ShoeSealer
 from tests.scripted import SteeredShuffle
 
 
-def dealt_round(shoe: str) -> tuple[GameLedger, UUID]:
-    """A casino round dealt from ``shoe``, P1 on box 1 for 100 and P2 on box 2 for 50."""
+def dealt_round(shoe: str, stakes: tuple[tuple[str, int, int], ...] = (
+        ("P1", 1, 100), ("P2", 2, 50))) -> tuple[GameLedger, UUID]:
+    """A casino round dealt from ``shoe``, with ``stakes`` (player, box, amount) in turn: P1
+    on box 1 for 100 and P2 on box 2 for 50, unless they say otherwise."""
     app = GameLedger(env={"PERSISTENCE_MODULE": "eventsourcing.popo"},
                      shoe_key=ShoeSealer.new_key(), randbelow=SteeredShuffle(shoe))
     table = app.open_table("t", "boss", "T1", CASINO)
-    for player in ("P1", "P2"):
+    for player in dict.fromkeys(player for player, _, _ in stakes):
         app.open_account(f"a-{player}", "cashier", player)
         app.buy_in(f"b-{player}", "cashier", player, 1_000)
     r = app.start_round("s", "dealer", table)
-    app.place_stake("p1", "dealer", r, "P1", 1, 100)
-    app.place_stake("p2", "dealer", r, "P2", 2, 50)
+    for n, (player, box, amount) in enumerate(stakes, 1):
+        app.place_stake(f"p{n}", "dealer", r, player, box, amount)
     app.deal("d", "dealer", r)
     return app, r
 
@@ -195,16 +197,7 @@ def test_a_boxs_stakes_read_owner_first_whichever_way_the_frames_came() -> None:
     # owner in the alphabet was listed first; from the database the owner was.
     import json
 
-    app = GameLedger(env={"PERSISTENCE_MODULE": "eventsourcing.popo"},
-                     shoe_key=ShoeSealer.new_key(), randbelow=SteeredShuffle("6S TH 7D 5C"))
-    table = app.open_table("t", "boss", "T1", CASINO)
-    for player in ("zed", "amy"):
-        app.open_account(f"a-{player}", "cashier", player)
-        app.buy_in(f"b-{player}", "cashier", player, 1_000)
-    r = app.start_round("s", "dealer", table)
-    app.place_stake("p1", "dealer", r, "zed", 1, 100)
-    app.place_stake("p2", "dealer", r, "amy", 1, 20)
-    app.deal("d", "dealer", r)
+    app, r = dealt_round("6S TH 7D 5C", (("zed", 1, 100), ("amy", 1, 20)))
     frames = app.replay(r)
     over_http = json.loads(json.dumps(frames, sort_keys=True))
     boxes = [line for line in render(frames) if line.split()[:2] == ["box", "1"]]
