@@ -282,16 +282,15 @@ def test_a_compressed_body_is_415_and_moves_nothing(desk, encoding):
     {"headers": {"Transfer-Encoding": "gzip, chunked"}, "input_stream": io.BytesIO(b""),
      "environ_overrides": {"wsgi.input_terminated": True}}], ids=["content", "transfer"])
 def test_an_empty_body_said_to_be_compressed_is_415_too(desk, framing):
-    # An empty body framed so started a round (201), or was read as none (422 naming reason).
+    # An empty body framed so was read as no body: a close was refused for its missing
+    # reason (422), a round start went on to the table's state (here a round in play, 409).
     rounds = f"/tables/{desk.table}/rounds"
-    listed = desk.http.ok(desk.http.get(rounds))["items"]
     headers = {"Authorization": f"Bearer {KEYS['dealer']}", "Idempotency-Key": "empty-1",
                **framing["headers"]}
     options = {k: v for k, v in framing.items() if k != "headers"}
     for path in (f"/tables/{desk.table}/close", rounds):
         answer = desk.http.client.post(path, data=b"", headers=headers, **options)
         assert set(problem_of(answer, 415)["errors"]) == set(framing["headers"]), path
-    assert desk.http.ok(desk.http.get(rounds))["items"] == listed
 
 
 @pytest.mark.parametrize(("body", "field"), [
