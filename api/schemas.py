@@ -24,7 +24,7 @@ from ledger.application import (
     VERSION_MAX,
 )
 from ledger.engine.machine import DECISIONS, HAND_STATUSES, PHASES, REASON_MAX_CHARS
-from ledger.names import NAME_MAX_CHARS
+from ledger.names import NAME_MAX_CHARS, PLAYER_ID_PATTERN, PLAYER_ID_WRITTEN
 from ledger.plays import Play
 from ledger.rules import (
     AMOUNT_MAX,
@@ -47,8 +47,7 @@ from ledger.storage import (
 BOX_MAX: Final = BOXES_MAX
 HAND_MAX: Final = SETTING_RANGES["max_hands_per_box"][1] - 1  # hands count from 0
 RULING_ENTRIES_MAX: Final = 100
-# Player ids travel in URL paths, so they are kept to characters that need no escaping there.
-PLAYER_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$"
+PLAYER_PATTERN: Final = f"^{PLAYER_ID_PATTERN}$"  # as the ledger opens accounts with
 
 
 # --- strict fields ---------------------------------------------------------------------------
@@ -147,8 +146,6 @@ def amount(**kwargs: Any) -> WholeNumber:
     return WholeNumber(validate=validate.Range(1, AMOUNT_MAX), **kwargs)
 
 
-# How a player id is written, as every message and description of one says it.
-PLAYER_ID_WRITTEN: Final = "a letter or digit, then up to 63 of A-Z a-z 0-9 . _ @ + -"
 NOT_A_PLAYER_ID: Final = f"Not a valid player id ({PLAYER_ID_WRITTEN})."
 
 

@@ -95,7 +95,13 @@ from ledger.errors import (
     TableOpen,
 )
 from ledger.money import CURRENCIES, HOUSE_KEY, Movement, movements, net_movements
-from ledger.names import check_name, check_new_name, is_name, written_one_way
+from ledger.names import (
+    check_name,
+    check_new_name,
+    check_new_player_id,
+    is_name,
+    written_one_way,
+)
 from ledger.plays import Play
 from ledger.recent import Recent
 from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
@@ -368,6 +374,7 @@ class GameLedger(Application[UUID]):
                 raise AccountExists(f"Player {player} already has an account.",
                                     field="player")  # a name taken: no rule, as a table's
             check_new_name("player id", player, "player")  # as for a table, above
+            check_new_player_id(player)
             _check_known_currency(currency)
             account = Account._create(Account.Created, id=account_id, timestamp=self._clock(),
                                       owner=player, kind=PLAYER, currency=currency,

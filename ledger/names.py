@@ -3,12 +3,21 @@ has no rule on names, so a refusal cites none; it names the field at fault."""
 
 from __future__ import annotations
 
+import re
 import unicodedata
-from typing import TypeGuard
+from typing import Final, TypeGuard
 
 from ledger.errors import NameRefused
 
 NAME_MAX_CHARS = 64
+
+# Player ids travel in URL paths (an account is `/accounts/{player}`), so a new one is kept to
+# characters that need no escaping there. None of them can be `_type_` or `_data_` either:
+# the stored events hold objects keyed by player id, and an object of exactly those two keys
+# reads back as an encoded value of the event store's, not as the object written.
+PLAYER_ID_PATTERN: Final = rf"[A-Za-z0-9][A-Za-z0-9._@+-]{{0,{NAME_MAX_CHARS - 1}}}"
+PLAYER_ID_WRITTEN: Final = (f"a letter or digit, then up to {NAME_MAX_CHARS - 1} of "
+                            "A-Z a-z 0-9 . _ @ + -")
 
 
 def is_name(name: object) -> TypeGuard[str]:
@@ -58,3 +67,9 @@ def check_new_name(what: str, name: str, field: str) -> None:
     if not written_one_way(name):
         raise NameRefused(f"A {what} is written in composed form (Unicode NFC) and does not "
                           "start with an accent.", field=field)
+
+
+def check_new_player_id(player: str, field: str = "player") -> None:
+    """A new player id is of the form every read of an account takes (``PLAYER_ID_PATTERN``)."""
+    if re.fullmatch(PLAYER_ID_PATTERN, player) is None:
+        raise NameRefused(f"A player id is {PLAYER_ID_WRITTEN}.", field=field)

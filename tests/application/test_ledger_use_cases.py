@@ -187,6 +187,7 @@ def test_an_opening_repeated_after_a_check_came_in_is_answered_not_refused(
     # Names too: one written otherwise than in composed form (NFC), before that was checked.
     monkeypatch.setattr("ledger.application.CURRENCIES", CURRENCIES | {"ABC"})  # earlier
     monkeypatch.setattr("ledger.application.check_new_name", lambda *_: None)
+    monkeypatch.setattr("ledger.application.check_new_player_id", lambda *_: None)
     # And a table where no round could be dealt (R-C8), as once allowed.
     monkeypatch.setattr("ledger.application._check_dealable", lambda *_: None)
     table = app.open_table("t-abc", "manager", "Old", CASINO, currency="ABC")
@@ -482,6 +483,19 @@ def test_a_new_name_holds_no_character_that_shows_nothing(make_ledger: MakeLedge
     assert refused.field == "player"
     with pytest.raises(RuleSetInvalid, match="shows nothing"):
         app.open_table("o2", "boss", "T2", CASINO.evolve(name=f"house {name}"))
+
+
+@pytest.mark.parametrize("player", ["Jos\u00e9", "ann smith", "_type_", "_data_", "-1", "P" * 65])
+def test_a_new_player_id_is_one_every_read_of_an_account_takes(make_ledger: MakeLedger,
+                                                                 player: str) -> None:
+    # Opened before, "José" and "ann smith" held chips that no route could show or cash out
+    # (a path takes the ids the API opens accounts with); and a round settled between
+    # players "_type_" and "_data_" recorded results that read back as no object at all.
+    app = Desk(make_ledger()).app
+    refused = unchanged(app, lambda: app.open_account("a", "cashier", player), NameRefused, "")
+    assert refused.field == "player"
+    assert "A-Z a-z 0-9" in refused.message or "1 to 64" in refused.message
+    app.open_account("b", "cashier", "ann.smith+1@example")
 
 
 def test_rules_asking_for_another_shoe_start_the_next_round_on_one(
