@@ -194,9 +194,11 @@ class _Fields:
     #                           default was added reads it from the class
     scalars: tuple[tuple[str, type], ...]
     containers: tuple[tuple[str, _Kind], ...]
-    # Defaults the event class cannot give (a round's fact events take their fields from the
-    # fact, but not its defaults: a dataclass field with one cannot precede those without):
-    # an event recorded before such a field was added gets it as it is read.
+    # Defaults, made into the event's state as it is read when an event recorded before the
+    # field was added lacks it: a class attribute would give a plain default to a read of the
+    # event, but not a default_factory's, nor a round's fact event its fact's (a dataclass
+    # field with one cannot precede those without), nor a creation event's to the aggregate's
+    # __init__, which takes the fields the event holds.
     filled: tuple[tuple[str, Callable[[], Any]], ...] = ()
 
 
@@ -211,7 +213,7 @@ def _fields(cls: type) -> _Fields:
     kinds = [(f.name, kind) for f in fields  # (the store gives the originator's id, version)
              if f.name not in _FROM_STORE and (kind := _kind(f.type)) is not None]
     fact = getattr(cls, "fact_class", None)  # a round's fact event (ledger.aggregates.round)
-    filled = () if fact is None else tuple(_defaults(fact))
+    filled = tuple(_defaults(cls if fact is None else fact))
     return _Fields(
         frozenset(f.name for f in fields if f.default is dataclasses.MISSING
                   and f.default_factory is dataclasses.MISSING) - {n for n, _ in filled},

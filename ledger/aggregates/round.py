@@ -132,14 +132,18 @@ def _define_fact_events() -> None:
 def fact_event_class(fact_class: type[f.Fact]) -> type[Round.Recorded]:
     """The event class that records ``fact_class``: its fields, and how its shape evolves
     (``class_version`` and its ``upcast_vN_vM``, static methods from one stored state to the
-    next, as the library reads them on an event class). Its defaults are not fields' defaults
-    here (a dataclass field with one cannot precede the card facts' ``shoe_id``): an event
-    stored before such a field was added gets it as it is read (``CheckedMapper``)."""
+    next, as the library reads them on an event class), inherited as the fields are: a fact
+    that extends another (``StakeForfeited``, ``WildCardDrawn``) stores its fields in the same
+    shape. Its defaults are not fields' defaults here (a dataclass field with one cannot
+    precede the card facts' ``shoe_id``): an event stored before such a field was added gets
+    it as it is read (``CheckedMapper``). Its topic is ``pitboss:Round.<fact>``, or the fact
+    class's own ``TOPIC`` (not inherited): a fact renamed keeps the topic its events have."""
     name = fact_class.__name__
     annotations = {fl.name: fl.type for fl in dataclasses.fields(fact_class)}
     if fact_class in CARD_FACTS:
         annotations["shoe_id"] = "UUID"
-    evolution = {key: value for key, value in vars(fact_class).items()
+    evolution = {key: value for klass in reversed(fact_class.__mro__)
+                 for key, value in vars(klass).items()
                  if key == "class_version" or key.startswith("upcast_v")}
     namespace: dict[str, Any] = {
         **evolution,
@@ -147,7 +151,7 @@ def fact_event_class(fact_class: type[f.Fact]) -> type[Round.Recorded]:
         "__module__": __name__,
         "__qualname__": f"Round.{name}",
         "__doc__": fact_class.__doc__,
-        "TOPIC": f"pitboss:Round.{name}",
+        "TOPIC": vars(fact_class).get("TOPIC", f"pitboss:Round.{name}"),
         "fact_class": fact_class,
     }
     event_class: type[Round.Recorded] = type(name, (Round.Recorded,), namespace)
