@@ -24,7 +24,7 @@ from ledger.application import (
     VERSION_MAX,
 )
 from ledger.engine.machine import DECISIONS, HAND_STATUSES, PHASES, REASON_MAX_CHARS
-from ledger.names import NAME_MAX_CHARS, PLAYER_ID_PATTERN, PLAYER_ID_WRITTEN
+from ledger.names import NAME_MAX_CHARS, PLAYER_ID_PATTERN, PLAYER_ID_WRITTEN, WRITTEN_ONE_WAY
 from ledger.plays import Play
 from ledger.rules import (
     AMOUNT_MAX,
@@ -194,8 +194,8 @@ def text(max_chars: int, **kwargs: Any) -> fields.String:
     """A name given to something new (a table, a rule set)."""
     return fields.String(
         validate=[validate.Length(1, max_chars), printable, _trimmed],
-        **_described(kwargs, "Printable characters without surrounding spaces, in composed "
-                             "form (Unicode NFC), not starting with an accent."))
+        **_described(kwargs, "Printable characters without surrounding spaces, written "
+                             f"{WRITTEN_ONE_WAY}."))
 
 
 def _not_blank(value: str) -> str:

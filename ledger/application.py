@@ -96,6 +96,7 @@ from ledger.errors import (
 )
 from ledger.money import CURRENCIES, HOUSE_KEY, Movement, movements, net_movements
 from ledger.names import (
+    WRITTEN_ONE_WAY,
     check_name,
     check_new_name,
     check_new_player_id,
@@ -1733,9 +1734,8 @@ def _check_rule_set(rules: RuleSet) -> None:
     as table names are (it is looked up with its version, R-S1), and not a preset's own name
     and version for other rules."""
     if not (is_name(rules.name) and written_one_way(rules.name)):
-        raise RuleSetInvalid("name", "it must be printable, without surrounding spaces, in "
-                             "composed form (Unicode NFC), not start with an accent and hold "
-                             "no character that shows nothing")
+        raise RuleSetInvalid("name", "it must be printable, without surrounding spaces, "
+                             f"written {WRITTEN_ONE_WAY}")
     clash = preset_clash(rules)
     if clash is not None:
         raise RuleSetInvalid("name", clash)

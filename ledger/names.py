@@ -28,12 +28,20 @@ def is_name(name: object) -> TypeGuard[str]:
 
 # Unicode's Default_Ignorable_Code_Point ranges (DerivedCoreProperties.txt): characters that
 # show nothing. Most are not printable (str.isprintable); a few letters and marks are, such as
-# U+3164 HANGUL FILLER and the variation selectors, and "T1" with one looks like "T1".
+# U+3164 HANGUL FILLER and the variation selectors, and "T1" with one looks like "T1". And
+# U+2800 BRAILLE PATTERN BLANK, a printable symbol that is not default-ignorable but shows
+# nothing all the same.
 _INVISIBLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
               (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
-              (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
-              (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
-              (0xE0000, 0xE0FFF))
+              (0x2060, 0x206F), (0x2800, 0x2800), (0x3164, 0x3164), (0xFE00, 0xFE0F),
+              (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+              (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+
+# How a new name is written, as every refusal and description of one says it.
+WRITTEN_ONE_WAY: Final = ("in composed form (Unicode NFC) with no compatibility character "
+                          "(Unicode NFKC: no full-width letter or digit, ligature or the "
+                          "like), not starting with an accent and holding no character that "
+                          "shows nothing")
 
 
 def invisible_in(name: str) -> str | None:
@@ -41,11 +49,17 @@ def invisible_in(name: str) -> str | None:
     return next((c for c in name if any(lo <= ord(c) <= hi for lo, hi in _INVISIBLE)), None)
 
 
+def compatibility_character_in(name: str) -> str | None:
+    """The first character of ``name`` that Unicode keeps only to stand for another (NFKC), as
+    U+FF17 FULLWIDTH DIGIT SEVEN stands for "7", if any."""
+    return next((c for c in name if unicodedata.normalize("NFKC", c) != c), None)
+
+
 def written_one_way(name: str) -> bool:
-    """In composed form (Unicode NFC), starting with a character of its own and holding none
-    that shows nothing: ids are made from names, and "Café" written two ways would name two
-    tables that look the same."""
-    return (unicodedata.normalize("NFC", name) == name
+    """Written as ``WRITTEN_ONE_WAY`` says: ids are made from names, and "Café" written two
+    ways, or "Table 7" with a full-width 7, would name two tables that look the same. (A form
+    that NFKC keeps is in NFC too.)"""
+    return (unicodedata.normalize("NFKC", name) == name
             and not (name and unicodedata.combining(name[0])) and invisible_in(name) is None)
 
 
@@ -64,6 +78,12 @@ def check_new_name(what: str, name: str, field: str) -> None:
         raise NameRefused(f"A {what} holds no character that shows nothing, as U+"
                           f"{ord(hidden):04X} ({unicodedata.name(hidden, 'unnamed')}) does: "
                           "the name would look the same without it.", field=field)
+    alias = compatibility_character_in(name)
+    if alias is not None and unicodedata.normalize("NFC", name) == name:
+        plain = unicodedata.normalize("NFKC", alias)
+        raise NameRefused(f"A {what} holds no compatibility character, as U+{ord(alias):04X} "
+                          f"({unicodedata.name(alias, 'unnamed')}) is one: it would look like "
+                          f"'{plain}', which is how to write it.", field=field)
     if not written_one_way(name):
         raise NameRefused(f"A {what} is written in composed form (Unicode NFC) and does not "
                           "start with an accent.", field=field)

@@ -471,6 +471,7 @@ def test_a_new_name_is_written_one_way_only(make_ledger: MakeLedger, name: str) 
     ("\u3164", "U+3164 (HANGUL FILLER)"), ("\u115f", "U+115F (HANGUL CHOSEONG FILLER)"),
     ("T1\u034f", "U+034F (COMBINING GRAPHEME JOINER)"), ("T1\ufe0f", "U+FE0F (VARIATION "),
     ("T\u17b41", "U+17B4 (KHMER VOWEL INHERENT AQ)"), ("T1\U000e0100", "U+E0100 ("),
+    ("T1\u2800", "U+2800 (BRAILLE PATTERN BLANK)"),
 ])
 def test_a_new_name_holds_no_character_that_shows_nothing(make_ledger: MakeLedger, name: str,
                                                           named: str) -> None:
@@ -483,6 +484,23 @@ def test_a_new_name_holds_no_character_that_shows_nothing(make_ledger: MakeLedge
     assert refused.field == "player"
     with pytest.raises(RuleSetInvalid, match="shows nothing"):
         app.open_table("o2", "boss", "T2", CASINO.evolve(name=f"house {name}"))
+
+
+@pytest.mark.parametrize(("name", "named", "plain"), [
+    ("Table \uff17", "U+FF17 (FULLWIDTH DIGIT SEVEN)", "7"),
+    ("\uff34able 7", "U+FF34 (FULLWIDTH LATIN CAPITAL LETTER T)", "T"),
+    ("Sur\ufb01ne", "U+FB01 (LATIN SMALL LIGATURE FI)", "fi"),
+])
+def test_a_new_name_holds_no_compatibility_character(make_ledger: MakeLedger, name: str,
+                                                     named: str, plain: str) -> None:
+    # In composed form and showing something, each opened a table that looks like "Table 7".
+    app = Desk(make_ledger()).app
+    refused = unchanged(app, lambda: app.open_table("o", "boss", name, CASINO), NameRefused, "")
+    assert refused.field == "name"
+    assert f"{named} is one: it would look like '{plain}'" in refused.message
+    with pytest.raises(RuleSetInvalid, match="no compatibility character"):
+        app.open_table("o2", "boss", "T2", CASINO.evolve(name=f"house {name}"))
+    app.open_table("o3", "boss", unicodedata.normalize("NFKC", name), CASINO)
 
 
 @pytest.mark.parametrize("player", ["Jos\u00e9", "ann smith", "_type_", "_data_", "-1", "P" * 65])

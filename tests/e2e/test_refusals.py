@@ -835,7 +835,7 @@ def test_a_currency_no_iso_code_names_is_refused_and_opens_nothing(http, role, p
         "EUX is no ISO 4217 currency with a minor unit that a table plays in (not a fund code "
         "or a unit of account; a typo for one?); a table's or account's currency cannot be "
         "changed once opened."]}
-    for fund in ("USN", "CLF", "XDR"):  # ISO 4217 codes of funds and units of account
+    for fund in ("USN", "CLF", "XDR", "XAD"):  # ISO 4217 codes of funds and units of account
         assert problem_of(http.post(path, {**body, "currency": fund}, role=role), 422)[
             "error"] == "CurrencyRefused"
     assert http.ok(http.post(path, {**body, "currency": "GBP"}, role=role), 201)[
