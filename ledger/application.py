@@ -47,7 +47,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, project_aggregate
@@ -218,6 +218,7 @@ class GameLedger(Application[UUID]):
         # error for a receipt stored twice, which PostgreSQL logs.
         self._receipts: Recent[UUID, StoredEvent] = Recent(RECEIPTS_KEPT)
         self._local = threading.local()  # the command attempt running on this thread
+        self._clock_warned_at = -CLOCK_WARNING_INTERVAL_S  # time.monotonic() of the last
 
     # ------------------------------------------------------------------ tables
 
@@ -1277,9 +1278,27 @@ class GameLedger(Application[UUID]):
         """The clock's time, or just after the last recorded time of ``after`` if that is
         not earlier: a table's or a round's commands are stamped in the order they were
         recorded, each later than the one before, even when the clocks of two servers
-        disagree a little (the table/day report keys a table's openings by time)."""
-        return max(self._clock(),
-                   *(aggregate.modified_on + _TICK for aggregate in after))
+        disagree a little (the table/day report keys a table's openings by time). Ahead of
+        the clock by more than ``CLOCK_AHEAD_WARNING``, the record was stamped by a server
+        whose clock ran fast, and every event after it is dated by that clock: a warning says
+        so, once a minute at most, as the events it dates may count on a later gaming day."""
+        now = self._clock()
+        latest = max((aggregate.modified_on for aggregate in after), default=now)
+        if latest - now > CLOCK_AHEAD_WARNING:
+            self._warn_clock_behind(now, latest)
+        return max(now, latest + _TICK)
+
+    def _warn_clock_behind(self, now: datetime, latest: datetime) -> None:
+        seen = time.monotonic()
+        if seen - self._clock_warned_at < CLOCK_WARNING_INTERVAL_S:
+            return
+        self._clock_warned_at = seen
+        _log.warning("This server's clock reads %s, but the record already holds %s, %.0f s "
+                     "later: events are stamped after the record's last time, which never "
+                     "goes back, so they may count on a later gaming day than the one they "
+                     "were played on. A server's clock is wrong: check that every server "
+                     "keeps time (NTP).", now.isoformat(), latest.isoformat(),
+                     (latest - now).total_seconds())
 
     def _version(self, aggregate_id: UUID) -> int:
         events = list(self.recorder.select_events(aggregate_id, desc=True, limit=1))
@@ -1503,6 +1522,10 @@ class _ShoeDraw:
 
 
 _TICK = timedelta(microseconds=1)  # the finest step of a recorded time
+# Two servers' clocks kept by NTP differ by milliseconds: a record this far ahead of the
+# clock was stamped by one that is wrong. Said at most once a CLOCK_WARNING_INTERVAL_S.
+CLOCK_AHEAD_WARNING: Final = timedelta(seconds=2)
+CLOCK_WARNING_INTERVAL_S: Final = 60.0
 EVERY_CARD_DEALT = "every card dealt"  # a shoe's retirement: its last card drawn (R-H4)
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import itertools
 import json
+import logging
 import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -453,6 +454,33 @@ def test_a_rounds_events_never_go_back_in_time_when_the_clock_does() -> None:
     now[0] -= timedelta(seconds=1)
     after = desk.round()
     assert datetime.fromisoformat(app.round_events(after)[0]["timestamp"]) > stamps[-1]
+
+
+def test_a_record_stamped_by_a_clock_that_ran_fast_is_said_in_the_log(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # One round served by a server a day fast dated every later round at its table a day
+    # ahead (time in the record never goes back), onto the next gaming day, and nothing said so.
+    now = [datetime(2026, 12, 2, 12, 0, tzinfo=UTC)]
+    app = GameLedger(env={"PERSISTENCE_MODULE": "eventsourcing.popo"},
+                     shoe_key=ShoeSealer.new_key(), clock=lambda: now[0])
+    desk = Desk(app)
+    now[0] += timedelta(days=1)  # the fast server
+    r = desk.round()
+    now[0] -= timedelta(days=1)
+    with caplog.at_level(logging.WARNING, logger="pitboss.ledger"):
+        desk.do("place_stake", r, "P1", 1, 100)
+        desk.do("place_stake", r, "P2", 2, 100)  # within the minute: said once
+    warned = [x.getMessage() for x in caplog.records if "clock" in x.getMessage()]
+    assert len(warned) == 1
+    assert "86400 s later" in warned[0]
+    assert "check that every server keeps time" in warned[0]
+    assert datetime.fromisoformat(app.round_events(r)[-1]["timestamp"]) > now[0] + timedelta(
+        days=1)
+    caplog.clear()
+    now[0] += timedelta(days=1, seconds=2)  # the clocks agree again
+    with caplog.at_level(logging.WARNING, logger="pitboss.ledger"):
+        desk.do("void", r, "clock check")
+    assert not [x for x in caplog.records if "clock" in x.getMessage()]
 
 
 @pytest.mark.parametrize("name", ["Cafe\u0301 1", "\u0301 Table"])
