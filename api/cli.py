@@ -447,7 +447,11 @@ def project(batch_size: int, poll_interval_s: float) -> None:
 @click.argument("name", type=click.Choice(NAMES))
 @click.option("--batch-size", default=BATCH_SIZE_DEFAULT, show_default=True,
               type=click.IntRange(1, BATCH_SIZE_MAX), help="events per transaction")
-def rebuild(name: str, batch_size: int) -> None:
+@click.option("--new-gaming-day", is_flag=True,
+              help="table_days: count gaming days as PITBOSS_GAMING_DAY_TZ and "
+                   "PITBOSS_GAMING_DAY_START now say, though the live view counts them "
+                   "otherwise (every day's figures move)")
+def rebuild(name: str, batch_size: int, new_gaming_day: bool) -> None:
     """Rebuild projection NAME from event zero into fresh tables and swap it in."""
     settings = _answering_database(existing=True)
     with _database_ledger(settings):  # nothing to rebuild from: it would make the tables
@@ -457,7 +461,8 @@ def rebuild(name: str, batch_size: int) -> None:
     with _stopping_on_signals(stop):
         try:
             report = rebuild_projection(env, name, batch_size=batch_size, stop=stop,
-                                        log=logging.getLogger("pitboss.projections"))
+                                        log=logging.getLogger("pitboss.projections"),
+                                        new_gaming_day=new_gaming_day)
         except InvariantBroken as exc:
             # Events the ledger would never have written in that order: a finding, said so.
             raise click.ClickException(

@@ -43,6 +43,7 @@ from projections.engine import (
     projection_class,
 )
 from projections.settings import BATCH_SIZE_DEFAULT, GamingDay, ProjectionSetupError
+from projections.table_days import TableDaysView, stored_gaming_day
 
 SWAP_LOCK_TIMEOUT_S = 10
 SWAP_CONNECTIONS_MIN = 3
@@ -54,27 +55,33 @@ _log = logging.getLogger("pitboss.projections")
 
 
 def rebuild(env: Mapping[str, str], name: str, *, batch_size: int = BATCH_SIZE_DEFAULT,
-            log: logging.Logger = _log, stop: threading.Event | None = None) -> dict[str, Any]:
+            log: logging.Logger = _log, stop: threading.Event | None = None,
+            new_gaming_day: bool = False) -> dict[str, Any]:
     """Rebuild projection ``name`` and swap it in; a report of what was done.
 
     With ``stop`` set before the swap, the live view is left as it was (``swapped`` false).
+    A rebuild of ``table_days`` counts gaming days as ``env`` says; one that would move them
+    from the live view's is refused (``ProjectionSetupError``) unless ``new_gaming_day``.
     """
     projection_class(name)  # refuse an unknown name before any work
     started = time.monotonic()
     stopping = stop.is_set if stop is not None else (lambda: False)
     reader = Reader(env)
+    gaming_day = GamingDay.from_env(env)
     try:
         with _alone(reader, name), Engine(_swap_connections(env), names=[name],
                                           generation=NEXT, fresh=True, reader=reader) as building:
+            # Only the live names are needed: swap() drops whatever live tables exist.
+            live_view = build_projection(projection_class(name), building.datastore,
+                                         gaming_day=gaming_day, create=False).view
+            if isinstance(live_view, TableDaysView):
+                _check_gaming_day(live_view, gaming_day, new_gaming_day, log)
             target = reader.head()
             log.info("rebuilding %s from event 0 into fresh tables, up to notification %d "
                      "and what is written meanwhile", name, target)
             read = building.catch_up(batch_size, is_stopping=stopping,
                                      on_page=_progress(building, name, target, log))
             fresh_view = building.projections[0].view
-            # Only the live names are needed: swap() drops whatever live tables exist.
-            live_view = build_projection(projection_class(name), building.datastore,
-                                         gaming_day=GamingDay.from_env(env), create=False).view
             try:
                 if stopping():
                     raise SwapStopped
@@ -118,6 +125,28 @@ def _swap_connections(env: Mapping[str, str]) -> Mapping[str, str]:
     if held >= SWAP_CONNECTIONS_MIN:
         return env
     return {**env, MAX_OVERFLOW: str(SWAP_CONNECTIONS_MIN - int(merged[POOL_SIZE]))}
+
+
+def _check_gaming_day(live: TableDaysView, wanted: GamingDay, change: bool,
+                      log: logging.Logger) -> None:
+    """A rebuild of table_days under a gaming day other than the live view's moves every
+    day's figures, closed days' included: only when asked (a shell without the service's
+    ``PITBOSS_GAMING_DAY_*`` did so unsaid). Said either way."""
+    with live.datastore.transaction(commit=False) as curs:
+        built = (stored_gaming_day(curs, live)
+                 if table_exists(curs, live.qualified("settings")) else None)
+    if built is None or built == wanted:
+        log.info("table_days counts gaming days from %s", wanted.describe())
+        return
+    if not change:
+        raise ProjectionSetupError(
+            f"table_days counts gaming days from {built.describe()}; these settings say "
+            f"{wanted.describe()} (PITBOSS_GAMING_DAY_TZ, PITBOSS_GAMING_DAY_START), and a "
+            "rebuild under them would move every day's figures, closed days' included. Run "
+            "it with the service's settings, or add --new-gaming-day to change the gaming "
+            "day on purpose")
+    log.warning("table_days counted gaming days from %s; rebuilt, it counts them from %s: "
+                "every day's figures move to the new days", built.describe(), wanted.describe())
 
 
 def rebuild_lock_key(schema: str, name: str) -> tuple[int, int]:

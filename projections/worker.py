@@ -129,7 +129,8 @@ def _check_gaming_day(engine: Engine, env: Mapping[str, str], log: logging.Logge
                 built = stored_gaming_day(curs, projection.view)
             if built != wanted:
                 log.warning("table_days counts gaming days from %s, as its tables were built; "
-                            "the settings now say %s: rebuild table_days to apply them",
+                            "the settings now say %s: `pitboss rebuild table_days "
+                            "--new-gaming-day` applies them",
                             built.describe(), wanted.describe())
 
 

@@ -207,7 +207,15 @@ def test_a_view_made_by_an_earlier_version_claims_no_activity_as_it_did(
 
 def test_a_changed_gaming_day_applies_after_a_rebuild(week: Week, env: Env) -> None:
     utc_env = {**env, "PITBOSS_GAMING_DAY_TZ": "UTC", "PITBOSS_GAMING_DAY_START": "12:00"}
-    rebuild(utc_env, "table_days")
+    # Not unasked: a rebuild from a shell without the service's settings moved every closed
+    # day's figures and said nothing.
+    with pytest.raises(ProjectionSetupError, match=r"from 06:00 America/New_York; these "
+                       r"settings say 12:00 UTC .* add --new-gaming-day"):
+        rebuild(utc_env, "table_days")
+    with ReadModels(env) as reads:
+        assert by_day(reads.table_day_report(week.table, date(2025, 3, 3), date(2025, 3, 3)))[
+            "2025-03-03"]["starts_at"] == "2025-03-03T11:00:00+00:00"  # 06:00 New York
+    rebuild(utc_env, "table_days", new_gaming_day=True)
     with ReadModels(env) as reads:  # whatever the reader's environment says, the view decides
         days = by_day(reads.table_day_report(week.table, date(2025, 3, 3), date(2025, 3, 5)))
     assert days["2025-03-03"]["starts_at"] == "2025-03-03T12:00:00+00:00"
