@@ -61,8 +61,15 @@ class _Moment(fields.AwareDateTime):
     2026-11-30T06:00:00z was refused; any separator, a lower-case t too, was taken)."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if isinstance(value, str) and _FINER_THAN_RECORDED.search(value):
+            # Cut to the microsecond, 15:45:03.3212875 took in a round started at .321287.
+            raise ValidationError("A time is given to the microsecond at most (6 digits after "
+                                  "the second), as the record keeps it.")
         return super()._deserialize(value.upper() if isinstance(value, str) else value, attr,
                                     data, **kwargs)
+
+
+_FINER_THAN_RECORDED = re.compile(r"[.,]\d{7}")
 
 
 def _moment(bound: str) -> fields.AwareDateTime:

@@ -151,6 +151,15 @@ def test_a_search_flag_not_in_lower_case_is_refused_saying_how_to_write_it(http)
     assert said == {"wild_card": ["Not a boolean: true or false, in lower case."]}
 
 
+def test_a_search_time_finer_than_the_record_is_refused_not_cut(http):
+    # Cut to the microsecond: a bound of .3212875 took in a round started at .321287, before it.
+    said = problem_of(http.get("/audit/rounds", started_to="2025-01-01T00:00:00.0000005Z"), 422)
+    assert said["errors"] == {"started_to": [
+        "A time is given to the microsecond at most (6 digits after the second), as the "
+        "record keeps it."]}
+    assert http.ok(http.get("/audit/rounds", started_to="2025-01-01T00:00:00.000001Z")) is not None
+
+
 def test_a_search_time_may_write_its_t_and_z_in_lower_case(http):
     # RFC 3339 allows them: 2026-11-30t06:00:00z was refused, while a space for the T was not.
     lower = http.ok(http.get("/audit/rounds", started_from="2025-01-01t00:00:00z"))
