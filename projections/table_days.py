@@ -123,9 +123,17 @@ class TableDaysView(View):
                 "CREATE UNIQUE INDEX {by_first} ON {round_days} "
                 "(table_id, gaming_day, first_notification_id); "
                 # After the latest event counted, whichever clock ran ahead: the end of the
-                # last day counted (applied_until is NULL in a view made before it).
+                # last day counted (applied_until is NULL in a view made before it). That
+                # day's start, read as GamingDay.bounds reads it: in an hour the clocks repeat,
+                # the first of the two instants (PostgreSQL's AT TIME ZONE takes the second),
+                # the earliest that reads back as that local time (none does in an hour the
+                # clocks skip: then PostgreSQL's reading, the offset before, as Python's).
                 "UPDATE {settings} SET rounds_listed_after = greatest(now(), applied_until, "
-                "(SELECT ((max(gaming_day) + 1) + day_start) AT TIME ZONE tz FROM {days})) "
+                "(SELECT coalesce(min(c.at) FILTER (WHERE c.at AT TIME ZONE tz = l.start), "
+                "min(l.start) AT TIME ZONE tz) FROM (SELECT (max(gaming_day) + 1) + day_start "
+                "AS start FROM {days}) l, LATERAL (SELECT l.start AT TIME ZONE tz - step "
+                "FROM unnest(ARRAY[interval '0', interval '30 minutes', interval '1 hour', "
+                "interval '2 hours']) step) c(at))) "
                 "WHERE EXISTS "
                 "(SELECT 1 FROM {tracking} WHERE notification_id > 0); "
                 "END IF; END $$").format(

@@ -427,6 +427,40 @@ def test_a_view_made_before_rounds_were_listed_says_which_days_lists_are_whole(
     assert [UUID(r["round_id"]) for r in tuesday["items"]] == [week.at_start, week.overnight]
 
 
+def test_a_view_upgraded_before_a_day_that_starts_in_a_repeated_hour_lists_that_day_whole(
+        postgres_env: Callable[[], Env]) -> None:
+    # Days from 01:30 New York: the day after the last one counted starts in the hour the
+    # clocks repeat (7 November 2027). The upgrade dated that start by PostgreSQL's reading of
+    # 01:30 (the second, 06:30Z), the report by Python's (the first, 05:30Z): the whole day,
+    # every round of which the view listed, answered complete: false.
+    env = {**postgres_env(), "PITBOSS_GAMING_DAY_TZ": "America/New_York",
+           "PITBOSS_GAMING_DAY_START": "01:30"}
+    clock = Clock(datetime(2027, 11, 6, 12, 0, tzinfo=NEW_YORK))
+    casino = Casino.on(env, seed=2, clock=clock)
+    try:
+        casino.fund("P1", "P2")
+        table = casino.table("T1", CASINO)
+        casino.simple_round(table)
+        with engine(env) as e:
+            e.catch_up(50)
+        with connect(env) as conn:  # as a view made before the rounds behind a day were listed
+            conn.execute("DROP TABLE table_days_round_days")
+            conn.execute("ALTER TABLE table_days_settings DROP COLUMN rounds_listed_after")
+        with engine(env) as e:
+            e.catch_up(50)
+        clock.set(datetime(2027, 11, 7, 10, 0, tzinfo=NEW_YORK))
+        later = casino.simple_round(table)
+        with engine(env) as e:
+            e.catch_up(50)
+        with ReadModels(env) as reads:
+            day = listed(reads, table, date(2027, 11, 7))
+        assert day["starts_at"] == "2027-11-07T05:30:00+00:00"
+        assert day["complete"]
+        assert [UUID(r["round_id"]) for r in day["items"]] == [later]
+    finally:
+        casino.close()
+
+
 def test_a_view_upgraded_after_counting_days_ahead_of_the_database_clock_lists_them_as_partial(
         week: Week, env: Env) -> None:
     # A server whose clock ran ahead stamped a round two days on, and a view made before
