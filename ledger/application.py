@@ -1677,8 +1677,8 @@ def _field_names(cls: type) -> tuple[str, ...]:
 def _memo(facts: Sequence[f.Fact]) -> str:
     """What a command's postings say on each account's statement: the kinds of fact that moved
     the chips, and a void's or a ruling's reason, so that a cashier, who may not read rounds,
-    can tell a player why (R-V1, R-V2)."""
-    kinds = ", ".join(dict.fromkeys(type(x).__name__ for x in facts))
+    can tell a player why (R-V1, R-V2). (Not the cards and decisions recorded with them.)"""
+    kinds = ", ".join(dict.fromkeys(type(x).__name__ for x in facts if movements(x)))
     return kinds + "".join(f"; reason: {x.reason}" for x in facts
                            if isinstance(x, f.RoundVoided | f.RulingRecorded))
 

@@ -245,6 +245,23 @@ def as_worded_then(state: str) -> str:
     return base64.b64encode(raw).decode()
 
 
+# The kinds of fact that move chips (ledger.money.movements).
+MOVING = {"StakePlaced", "StakeWithdrawn", "HandDoubled", "HandSplit", "DoubleMatched",
+          "SplitMatched", "InsurancePlaced", "StakeSettled", "StakeForfeited", "RoundVoided",
+          "RulingRecorded"}
+
+
+def memo_of_moves(state: str) -> str:
+    """An event's state (base64) with a posting's memo naming only the kinds of fact that moved
+    chips, as postings name them now (the first version named every kind its command
+    recorded, cards and decisions too)."""
+    def kept(memo: re.Match[bytes]) -> bytes:
+        kinds = [k for k in memo[2].decode().split(", ") if k in MOVING]
+        return memo[1] + ", ".join(kinds).encode()
+    raw = re.sub(rb'("memo":")([A-Za-z, ]*)', kept, base64.b64decode(state))
+    return base64.b64encode(raw).decode()
+
+
 def test_the_session_played_today_records_the_first_versions_events_byte_for_byte() -> None:
     """The event format has not drifted: replaying the corpus session through today's
     ledger stores the very same bytes, but for what a shoe draws at random when it is
@@ -257,7 +274,7 @@ def test_the_session_played_today_records_the_first_versions_events_byte_for_byt
     assert [(e["originator_id"], e["originator_version"], e["topic"]) for e in today["events"]] \
         == [(e["originator_id"], e["originator_version"], e["topic"]) for e in stored["events"]]
     changed = [e["topic"] for e, old in zip(today["events"], stored["events"], strict=True)
-               if as_worded_then(e["state"]) != old["state"]
+               if as_worded_then(e["state"]) != memo_of_moves(old["state"])
                and e["topic"] not in random_when_sealed]
     assert changed == []
     assert (today["rounds"], today["balances"]) == (stored["rounds"], stored["balances"])
