@@ -722,14 +722,15 @@ def _tables_played(tables: list[TablePlay]) -> None:
 def run_simulation(url: str, api_keys: list[str], *, tables: int, rounds: int, preset: str,
                    progress: bool, stop: threading.Event | None = None) -> list[TablePlay]:
     """Each table plays its rounds in a thread of its own; the bar counts rounds. Ctrl-C (or
-    ``stop``) lets each table finish the round in play and play no more; a second Ctrl-C
-    leaves at once, rounds in play left open."""
+    ``stop``), or one table stopped by an error, lets each table finish the round in play and
+    play no more; a second Ctrl-C leaves at once, rounds in play left open."""
     stop = stop or threading.Event()
     terminals = []
     for _ in range(tables):
         keys = Keys.discover(url, api_keys)
         terminals.append(TablePlay(keys.dealer, keys.cashier, preset))
     errors: list[BaseException] = []
+    failed = threading.Event()  # not ``stop``: that is the caller's (a demo's, its server's)
     done = [0]
     lock = threading.Lock()
 
@@ -737,13 +738,19 @@ def run_simulation(url: str, api_keys: list[str], *, tables: int, rounds: int, p
         try:
             terminal.open()
             for _ in range(rounds):
-                if stop.is_set():
+                if stop.is_set() or failed.is_set():
                     break
                 terminal.play_round()
                 with lock:
                     done[0] += 1
         except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
+            with lock:
+                errors.append(exc)
+                first = not failed.is_set()
+                failed.set()  # said at once, not once every other table has played its rounds
+            if first:
+                click.echo(f"table {terminal.name} stopped: {exc}; each other table finishes "
+                           "the round in play", err=True)
         finally:
             terminal.dealer.close()
             terminal.cashier.close()

@@ -1570,14 +1570,17 @@ def test_demo_serves_the_docs_and_a_demo_table_and_stops_on_sigterm(database, po
 
 
 def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_env, tmp_path,
-                                                             unused_port):
+                                                             unused_port, monkeypatch):
     import subprocess
     import sys
+    import threading
     import time
     import urllib.request
+    import uuid
 
     from api.cli import run_simulation
-    from api.client import Client
+    from api.client import ApiError, Client
+    from api.simulate import SimulationStopped
 
     # Set empty, as an env file's "GUNICORN_TIMEOUT_S=" sets it: the default (gunicorn's
     # configuration read "" as a number and stopped; for WEB_CONCURRENCY gunicorn itself did).
@@ -1615,6 +1618,41 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
             assert chain["intact"], chain["findings"]
         finally:
             auditor.close()
+        # One table stopped by an error (its player's chips cashed out under it): the other
+        # played on to its last round, for hours at --rounds 100000, before anything was said.
+        failing, playing = (f"x{uuid.uuid4().hex[:7]}" for _ in range(2))
+        names = iter([failing, playing])
+        monkeypatch.setattr("api.simulate.secrets.token_hex", lambda _n: next(names))
+        stopped: list[SimulationStopped] = []
+
+        def simulate() -> None:
+            try:
+                run_simulation(url, [keys["dealer"], keys["cashier"]], tables=2, rounds=2000,
+                               preset="casino", progress=False)
+            except SimulationStopped as exc:
+                stopped.append(exc)
+
+        simulation = threading.Thread(target=simulate, daemon=True)
+        simulation.start()
+        cashier = Client(url, keys["cashier"])
+        try:
+            drained, deadline = f"sim-{failing}-P2", time.monotonic() + 60
+            while time.monotonic() < deadline:  # below the least stake, whatever it holds
+                try:
+                    available = cashier.get(f"/accounts/{drained}")["available"]
+                    if available < 10:
+                        break
+                    cashier.post(f"/accounts/{drained}/cash-out", {"amount": available - 5})
+                except ApiError:  # not opened yet, or its available chips moved meanwhile
+                    time.sleep(0.05)
+        finally:
+            cashier.close()
+        simulation.join(120)
+        assert not simulation.is_alive(), "the other table played on"
+        (error,) = stopped
+        assert "fewer chips available" in str(error)
+        rounds = {table.name: len(table.rounds) for table in error.tables}
+        assert 0 < rounds[f"sim-{playing}"] < 2000
         # A client gone quiet mid-request held its thread for good, with no answer.
         head = (f"POST /accounts/P1/buy-in HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
                 f"{keys['cashier']}\r\nIdempotency-Key: stalled\r\nContent-Type: "
