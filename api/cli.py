@@ -990,6 +990,7 @@ def demo(host: str, port: int, rounds: int, external_database: bool) -> None:
                                  start_new_session=True)]
     stop = threading.Event()
     url = f"http://{bind_address(host, port)}"
+    ready = False
     try:
         with _stopping_on_signals(stop):
             _wait_for_health(url, children[0], stop)
@@ -998,7 +999,10 @@ def demo(host: str, port: int, rounds: int, external_database: bool) -> None:
             if empty and rounds and not stop.is_set():
                 run_simulation(url, [demo_keys["dealer"], demo_keys["cashier"]], tables=1,
                                rounds=rounds, preset="casino", progress=True, stop=stop)
-            _announce(url, demo_keys)
+            # Asked to stop before this (Ctrl-C during the demo rounds), it serves no more.
+            ready = not stop.is_set()
+            if ready:
+                _announce(url, demo_keys)
             while not stop.is_set() and all(c.poll() is None for c in children):
                 stop.wait(0.5)
     finally:
@@ -1006,6 +1010,10 @@ def demo(host: str, port: int, rounds: int, external_database: bool) -> None:
     failed = [c for c in children if c.returncode not in (0, -signal.SIGTERM)]
     if failed and not stop.is_set():
         raise click.ClickException(f"{failed[0].args!r} stopped unexpectedly")
+    if not ready:
+        click.echo("stopped before the demo was ready: nothing is served (the rounds played "
+                   "so far stay in the database, and the next start plays no more)", err=True)
+        raise SystemExit(INTERRUPTED_EXIT)
 
 
 def stop_groups(children: list[subprocess.Popen[bytes]], *, wait_s: float) -> None:

@@ -1745,6 +1745,30 @@ def test_stopping_a_child_stops_its_whole_group_even_a_process_that_ignores_sigt
         time.sleep(0.05)
 
 
+def test_demo_stopped_during_its_rounds_says_so_and_serves_nothing(database, postgres_env,
+                                                                  tmp_path, unused_port):
+    import signal
+    import subprocess
+    import sys
+
+    # It printed "pitboss is serving" and the keys as it shut down, and exited 0.
+    env = _command_env(database, postgres_env, tmp_path)
+    demo = subprocess.Popen([sys.executable, "-m", "api.cli", "demo", "--port", str(unused_port),
+                             "--rounds", "1000"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        _read_until(demo, "casino: 1 table(s) x 1000 rounds", 60)
+        demo.send_signal(signal.SIGINT)
+        said = demo.communicate(timeout=60)[1]
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert demo.returncode == 130, said
+    assert "stopped before the demo was ready: nothing is served" in said
+    assert "serving on" not in said
+    assert "Ctrl-C stops" not in said
+
+
 def _stop(process) -> None:
     """SIGTERM, and a clean exit within 30 s."""
     process.terminate()
