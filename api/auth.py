@@ -371,7 +371,10 @@ class KeyRing:
         self._unsettled = None
         listed = _hashes_in(text, str(self._path)) if text is not None else None
         if listed is not None:
-            self._from_file = [k for k in self._accepted if k.key_hash in listed]
+            # The keys accepted, and those in force now, read from a text not yet settled
+            # (a key created and used at once, the file then quiet): each still listed.
+            kept = {k.key_hash: k for k in (*self._accepted, *self._from_file)}
+            self._from_file = [k for h, k in kept.items() if h in listed]
             self._by_hash = self._index()
         said = (stamp, str(exc), listed is None)
         if said != self._said:  # once for each state of the file, not at each read of it

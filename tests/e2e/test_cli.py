@@ -262,6 +262,29 @@ def test_a_key_file_read_half_written_does_not_become_what_a_refused_edit_keeps(
         assert [ring.find(key) is not None for key in keys] == [True, True]
 
 
+def test_a_key_in_force_but_not_yet_settled_is_kept_by_a_refused_edit_that_lists_it(tmp_path):
+    # Created and used at once, bob was read from a text not yet settled; the file then
+    # quiet, an edit refused later kept only the keys of the last settled text: bob was locked
+    # out though the file still listed him, and the log said it kept the keys it lists.
+    clock = [1000.0]
+    path = tmp_path / "keys.jsonl"
+    ann = append_key(path, "ann", "dealer")
+    ring = KeyRing(path=path, clock=lambda: clock[0])
+    clock[0] += auth_module.KEY_FILE_SETTLED_S
+    assert ring.find(ann) is not None
+    bob = append_key(path, "bob", "dealer")
+    assert ring.find(bob) is not None
+    clock[0] += 2 * auth_module.KEY_FILE_SETTLED_S
+    with path.open("a") as keys:  # a typo in a new key's role
+        keys.write(json.dumps({"name": "carol", "role": "delaer", "key_hash": "0" * 64}) + "\n")
+    for _ in range(2):  # refused at once, and once settled
+        assert [ring.find(key) is not None for key in (ann, bob)] == [True, True]
+        clock[0] += auth_module.KEY_FILE_SETTLED_S
+    revoked = [line for line in path.read_text().splitlines() if '"bob"' not in line]
+    path.write_text("\n".join(revoked) + "\n")  # still refused: bob's revocation holds
+    assert [ring.find(key) is not None for key in (ann, bob)] == [True, False]
+
+
 def test_a_refused_key_file_is_said_so_again_when_the_reason_changes_and_once_each_time(
         tmp_path, caplog):
     # Mended by chmod but still not parsing, a file was refused without a word (its text was
