@@ -58,6 +58,10 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
     },
     # The key typed into /docs is forgotten with the page, not kept in the browser's storage.
     "OPENAPI_SWAGGER_UI_CONFIG": {"persistAuthorization": False},
+    # OPTIONS is no method of the API (it serves no browser from another origin): Flask's own
+    # answer was a 200 in HTML on every route, without a key, where any other method a route
+    # does not take is a 405 in problem details, naming those it does (Allow).
+    "PROVIDE_AUTOMATIC_OPTIONS": False,
     "API_SPEC_OPTIONS": {
         "info": {
             "description": "An event-sourced game ledger for casino blackjack tables. Every "

@@ -72,6 +72,16 @@ def test_a_wrong_method_is_a_problem_details_405_naming_the_allowed_ones(client)
     assert "GET" in response.headers["Allow"]
 
 
+@pytest.mark.parametrize("path", ["/healthz", "/whoami", "/accounts/ann/cash-out",
+                                  "/audit/chain"])
+def test_options_is_a_405_as_any_method_a_route_does_not_take(client, path):
+    # Flask answered it itself, before any key was asked for: a 200 in HTML, empty.
+    response = client.options(path)
+    assert response.status_code == 405
+    assert response.mimetype == PROBLEM_JSON
+    assert "OPTIONS" not in response.headers["Allow"]
+
+
 def test_the_openapi_document_describes_healthz(client):
     response = client.get("/openapi.json")
     assert response.status_code == 200
