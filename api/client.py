@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from typing import Any, BinaryIO, Final
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 RETRIES_MAX: Final = 3
 RETRY_PAUSE_S: Final = 0.1  # the first pause after a lost connection; each one doubles
@@ -69,7 +69,9 @@ class Client:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
-        self.url = url.rstrip("/")
+        # Shown in every error: a user and password written in it (which the API does not
+        # read: it takes a key) are left out.
+        self.url = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1])).rstrip("/")
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port or (443 if self._https else 80)

@@ -239,6 +239,9 @@ def test_an_api_that_does_not_answer_is_named_with_its_url(unused_port):
     with pytest.raises(Unreachable, match=re.escape(
             f"the API at {url} does not answer: Connection refused")):
         Client(url, "pbk_x").get("/healthz")
+    # A user and password written in the URL (the API takes a key, not them) were shown too.
+    with pytest.raises(Unreachable, match=re.escape(f"the API at {url} does not answer")):
+        Client(url.replace("//", "//ann:s3cret@"), "pbk_x").get("/healthz")
 
 
 def test_an_api_that_does_not_speak_tls_is_named_with_its_url():
