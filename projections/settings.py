@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 import re
+import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from importlib import resources
+from pathlib import Path
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -151,3 +154,26 @@ class GamingDay:
 
     def describe(self) -> str:
         return f"{self.start:%H:%M} {self.tz_name}"
+
+    def counts_as(self, other: GamingDay) -> bool:
+        """Whether the two count the same days: the same start, and one zone under two names
+        (``UTC`` and ``Etc/UTC``, ``US/Eastern`` and ``America/New_York``) counts as one."""
+        if self.start != other.start:
+            return False
+        if self.tz_name == other.tz_name:
+            return True
+        rules = _zone_data(self.tz_name)
+        return rules is not None and rules == _zone_data(other.tz_name)
+
+
+def _zone_data(name: str) -> bytes | None:
+    """The compiled rules of time zone ``name``, where ``zoneinfo`` finds them: a name that is
+    a link to another zone holds the same."""
+    for root in zoneinfo.TZPATH:
+        path = Path(root, name)
+        if path.is_file():
+            return path.read_bytes()
+    try:
+        return resources.files("tzdata.zoneinfo").joinpath(*name.split("/")).read_bytes()
+    except (ImportError, OSError):
+        return None

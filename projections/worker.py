@@ -127,7 +127,7 @@ def _check_gaming_day(engine: Engine, env: Mapping[str, str], log: logging.Logge
         if isinstance(projection.view, TableDaysView):
             with projection.view.datastore.transaction(commit=False) as curs:
                 built = stored_gaming_day(curs, projection.view)
-            if built != wanted:
+            if not built.counts_as(wanted):
                 log.warning("table_days counts gaming days from %s, as its tables were built; "
                             "the settings now say %s: `pitboss rebuild table_days "
                             "--new-gaming-day` applies them",

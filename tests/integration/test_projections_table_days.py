@@ -240,6 +240,22 @@ def test_the_worker_says_when_the_settings_differ_from_the_view(
     assert "rebuild table_days" in warning
 
 
+def test_a_zone_under_another_name_is_the_same_gaming_day(week: Week, env: Env,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    # US/Eastern is a link to America/New_York: the worker asked for a rebuild that would change
+    # nothing, and a rebuild would have been refused as moving every day.
+    aliased = {**env, "PITBOSS_GAMING_DAY_TZ": "US/Eastern"}
+    stop = threading.Event()
+    stop.set()
+    log = logging.getLogger("pitboss.test.days")
+    with caplog.at_level(logging.WARNING, logger=log.name):
+        run_worker(aliased, stop, batch_size=10, poll_interval_s=1.0, log=log)
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+    rebuild(aliased, "table_days")
+    assert not GamingDay("America/Detroit", time(6)).counts_as(
+        GamingDay("America/New_York", time(6)))  # another zone, the same offsets today
+
+
 @pytest.mark.parametrize(("tz", "start", "at", "day"), [
     ("America/New_York", "06:00", local(4, 5, 59), date(2025, 3, 3)),
     ("America/New_York", "06:00", local(4, 6, 0), date(2025, 3, 4)),
