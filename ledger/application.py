@@ -218,7 +218,7 @@ class GameLedger(Application[UUID]):
         # error for a receipt stored twice, which PostgreSQL logs.
         self._receipts: Recent[UUID, StoredEvent] = Recent(RECEIPTS_KEPT)
         self._local = threading.local()  # the command attempt running on this thread
-        self._clock_warned_at = -CLOCK_WARNING_INTERVAL_S  # time.monotonic() of the last
+        self._clock_warned_at = -CLOCK_WARNING_INTERVAL_S  # when the clock was last warned of
 
     # ------------------------------------------------------------------ tables
 
