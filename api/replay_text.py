@@ -133,22 +133,24 @@ def table(state: Mapping[str, Any]) -> list[str]:
             stakes = ", ".join(f"{p} {a}" for p, a in sorted(
                 h["stakes"].items(), key=lambda stake: order.get(stake[0], len(order))))
             total = f"{'soft ' if h['soft'] else ''}{h['total']}" if h["cards"] else ""
-            standing = status(h, voided=state["phase"] == "voided")
+            standing = status(h, voided=state["phase"] == "voided",
+                              over=state["phase"] == "settled")
             lines.append(f"      {label:<8} {cards(h['cards']):<24} {total:<8} {standing:<11}"
                          f" {stakes}")
     return lines
 
 
-def status(hand: Mapping[str, Any], *, voided: bool = False) -> str:
+def status(hand: Mapping[str, Any], *, voided: bool = False, over: bool = False) -> str:
     """A hand's standing: voided with its round (whatever it was: a void undoes every
     outcome, R-X13); else bust, surrendered or forfeited; else a natural, doubled or stood;
-    else settled (early: a wild-card 21), done (21 reached), or still live."""
+    else settled (early, while the round is in play: a wild-card 21), done (21 reached), or
+    still live. Once the round is ``over`` (settled) every hand is, and says how it ended."""
     if voided:
         return "voided"
     if hand["status"] != "live":
         return str(hand["status"])
     for flag in ("natural", "doubled", "stood", "settled", "done"):
-        if hand.get(flag):
+        if hand.get(flag) and not (over and flag == "settled"):
             return flag
     return "live"
 

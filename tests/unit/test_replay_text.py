@@ -59,6 +59,16 @@ def test_each_event_is_a_line_and_the_settled_table_shows_how_each_hand_ended() 
     assert final[2].split() == ["box", "2", "10♥", "9♥", "19", "stood", "P2", "50"]
 
 
+def test_a_hand_hit_to_21_ends_the_round_done_as_a_hand_stood_ends_it_stood() -> None:
+    # Every hand is settled once the round is: a 21 reached by a hit read "settled" on the
+    # last table, beside a hand that stood, which read "stood".
+    frames = played_round("6S TH 7D 5C 9H TD TC", [("hit", "P1", 1), ("stand", "P2", 2)])
+    lines = render(frames)
+    final = lines[lines.index([line for line in lines if line.startswith("v")][-1]) + 1:]
+    assert final[1].split() == ["box", "1", "6♠", "5♣", "10♦", "21", "done", "P1", "100"]
+    assert final[2].split() == ["box", "2", "10♥", "9♥", "19", "stood", "P2", "50"]
+
+
 def test_the_time_column_keeps_its_shape_on_a_whole_second() -> None:
     frames = played_round("6S TH 7D 5C 9H TD TC", [("stand", "P1", 1), ("stand", "P2", 2)])
     first = frames[0]
