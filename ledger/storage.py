@@ -928,18 +928,24 @@ class ChainReport:
 _LOWEST_ID = -(2**63)
 
 
-def _rows(recorder: LedgerRecorder, after: int) -> Iterator[dict[str, Any]]:
-    """The rows after notification ``after``: every row, from the start (``after`` 0)."""
+def _rows(recorder: LedgerRecorder, after: int, most: int | None = None
+          ) -> Iterator[dict[str, Any]]:
+    """The rows after notification ``after``: every row, from the start (``after`` 0); ``most``
+    rows at most (a walk in small parts read 5,000 rows for each)."""
     statement = (
         "SELECT notification_id, originator_id, originator_version, topic, state, chain_hash "
         "FROM {table} WHERE notification_id >= %s ORDER BY notification_id LIMIT %s")
     first = _LOWEST_ID if after == 0 else after + 1
-    while True:
-        page = _fetched(recorder, statement, (first, CHAIN_PAGE_ROWS))
+    left = most
+    while left is None or left > 0:
+        page = _fetched(recorder, statement, (first, CHAIN_PAGE_ROWS if left is None
+                                              else min(CHAIN_PAGE_ROWS, left)))
         if not page:
             return
         yield from page
         first = page[-1]["notification_id"] + 1
+        if left is not None:
+            left -= len(page)
 
 
 def chain_start(recorder: LedgerRecorder, *, after: int = 0, expected_head: str | None = None,
@@ -984,7 +990,8 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
     rows = 0
     last_id = after
     reached_end = True
-    for row in _rows(recorder, after):
+    # One row past the limit, if there is one, tells the part did not reach the end.
+    for row in _rows(recorder, after, None if limit is None else limit + 1):
         if (limit is not None and rows == limit) or len(findings) >= CHAIN_FINDINGS_MAX:
             reached_end = False
             break

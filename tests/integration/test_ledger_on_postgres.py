@@ -227,6 +227,30 @@ def test_the_hash_chain_exposes_an_altered_event(
     assert part.head_notification_id == tampered.head_notification_id
 
 
+def test_a_part_of_the_chain_reads_the_rows_it_walks_and_one_more(
+        ledgers: Callable[..., GameLedger], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each part read a page of 5,000 rows whatever its limit: a walk in parts of 100 read
+    # fifty times the rows it checked.
+    app = ledgers()
+    open_round(app)
+    asked: list[int] = []
+    fetched = storage._fetched
+
+    def counted(recorder: Any, statement: str, params: Any) -> list[dict[str, Any]]:
+        rows = fetched(recorder, statement, params)
+        if "chain_hash" in statement and "ORDER BY notification_id LIMIT" in statement:
+            asked.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(storage, "_fetched", counted)
+    part = verify_chain(app.recorder, limit=2)  # type: ignore[arg-type]
+    assert (part.rows, part.complete, asked) == (2, False, [3])
+    asked.clear()
+    whole = verify_chain(app.recorder)  # type: ignore[arg-type]
+    assert whole.complete
+    assert sum(asked) == whole.rows > 3
+
+
 @pytest.mark.parametrize("at", [0, -1])
 def test_an_event_stored_below_the_first_notification_id_is_walked_too(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings, env: dict[str, str],
