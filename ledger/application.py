@@ -1766,15 +1766,24 @@ def _check_rule_set(rules: RuleSet) -> None:
 
 def _check_dealable(rules: RuleSet, limits: TableLimits) -> None:
     """A round can be dealt at the table: R-C8 refuses the deal to a player alone on fewer
-    than ``min_boxes_lone_player`` boxes, so one box of one bettor would never be dealt (with
-    more boxes, or bettors sharing a box, two players can play)."""
+    than ``min_boxes_lone_player`` boxes, so a table of one box is dealt only if two players
+    can share it: bettors may share a box, and its maximum holds two minimum stakes (with
+    two boxes or more, two players can play, one on each)."""
     need = rules.min_boxes_lone_player
-    if limits.boxes == 1 and rules.bettors_per_box == 1 and need > 1:
+    if limits.boxes >= need or limits.boxes > 1:
+        return
+    if rules.bettors_per_box == 1:
         raise RuleSetInvalid("boxes", f"one box of one bettor is one player, who must play at "
                              f"least {need} boxes (R-C8): no round could be dealt; give the "
                              "table more boxes, or rules that let bettors share a box or a "
                              "player alone play one (bettors_per_box, min_boxes_lone_player)",
                              "R-C8")
+    if limits.table_max < 2 * limits.table_min:
+        raise RuleSetInvalid("table_max", f"one box whose stakes together are at most "
+                             f"{limits.table_max} holds one stake of the minimum "
+                             f"{limits.table_min}, so one player, who must play at least "
+                             f"{need} boxes (R-C8): no round could be dealt; give the table "
+                             "more boxes, or a maximum of at least twice its minimum", "R-C8")
 
 
 def _check_reason(reason: str, rule: str) -> None:

@@ -265,6 +265,12 @@ def test_a_manager_changes_the_rules_for_future_rounds_only(make_app):
     shared = http.ok(http.post(f"/tables/{desk.table}/rules", {**body, "limits": {"boxes": 1}},
                                role="manager"))
     assert shared["limits"]["boxes"] == 1
+    # Unless its maximum holds one minimum stake only: a second bettor was refused (R-C8),
+    # and every round at the table could only be voided.
+    narrow = {**body, "limits": {"boxes": 1, "table_min": 10, "table_max": 15}}
+    one = problem_of(http.post(f"/tables/{desk.table}/rules", narrow, role="manager"), 422)
+    assert (list(one["errors"]), one["rule"]) == (["limits.table_max"], "R-C8")
+    assert "a maximum of at least twice its minimum" in one["errors"]["limits.table_max"][0]
 
 
 def test_an_auditor_reads_who_put_the_rules_in_force_and_when_a_shoe_was_committed(make_app):

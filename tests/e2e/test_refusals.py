@@ -416,6 +416,9 @@ def test_a_query_number_with_leading_zeros_is_its_value(desk):
     # One box of one bettor is a player alone, who must play two boxes (R-C8): never dealt.
     ({"preset": "casino", "overrides": {"name": "solo", "bettors_per_box": 1},
       "limits": {"boxes": 1}}, "limits.boxes"),
+    # One box shared, but holding one minimum stake only: a player alone again, never dealt.
+    ({"preset": "casino", "limits": {"boxes": 1, "table_min": 10, "table_max": 15}},
+     "limits.table_max"),
 ])
 def test_an_invalid_rule_set_is_422_naming_the_setting(http, body, field):
     response = http.post("/tables", {"name": "T", **body}, role="manager")
