@@ -365,6 +365,10 @@ class RoundMachine:
             return "No stake has been placed; there is nothing to deal."
         need = self.rules.min_boxes_lone_player
         if len(players) == 1 and len(self.boxes) < need:
+            if self.limits.boxes < need:  # told to do what the table cannot hold
+                return (f"{players[0]} is the only player, who must play at least {need} "
+                        f"boxes, and this table has {self.limits.boxes}: another player must "
+                        "stake before the cards are dealt.")
             return (f"{players[0]} is the only player and must play at least {need} boxes "
                     "before the cards are dealt.")
         return ""

@@ -234,6 +234,13 @@ def test_dealing_to_a_lone_player_on_one_box_is_refused() -> None:
     refused(r, DealRefused, "R-C8", lambda: r.deal(), match="at least 2 boxes")
 
 
+def test_a_lone_player_at_a_table_of_fewer_boxes_than_he_must_play_is_told_to_wait() -> None:
+    # "must play at least 2 boxes" asked for what a table of one box cannot hold.
+    r = table("TS 9H 7D 6S 7C", limits=TableLimits(boxes=1)).bet("P1", 1)
+    refused(r, DealRefused, "R-C8", lambda: r.deal(),
+            match="this table has 1: another player must stake before the cards are dealt")
+
+
 def test_a_lone_player_whose_second_box_was_withdrawn_is_not_dealt() -> None:
     r = table("TS 9H 7D 6S 7C").bet("P1", 1).bet("P1", 2)
     r._log(r.m.withdraw_stake("P1", 2))
