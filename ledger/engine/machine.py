@@ -476,8 +476,11 @@ class RoundMachine:
             raise DecisionRefused(reason, rule)
         cap = self._insurance_cap(bettor)
         if amount > cap:
-            raise DecisionRefused(f"Insurance of {amount} is over {bettor}'s limit of {cap}, "
-                                  "half of his stakes at the table.", "R-X6")
+            unit = self.limits.min_unit
+            rounded = f", rounded down to the table's minimum unit of {unit}" if unit > 1 else ""
+            raise DecisionRefused(f"Insurance of {amount} is over {bettor}'s limit of {cap}: "
+                                  f"half of his stakes at the table ({self.stakes_of(bettor)})"
+                                  f"{rounded}.", "R-X6")
         if amount < self.limits.min_chip:
             raise DecisionRefused(f"Insurance of {amount} is below the minimum chip of "
                                   f"{self.limits.min_chip}.", "R-C5")
@@ -665,6 +668,9 @@ class RoundMachine:
             return "A box cannot be surrendered after a split or a double.", "R-C1"
         if self.is_natural(b, hand):
             return "A natural cannot be surrendered.", "R-C1"
+        if hand_total(hand.cards)[0] == 21:  # two cards, in a game without naturals
+            return ("A hand of 21 stands automatically (R-G4), and standing is final: a box "
+                    "that stood cannot surrender."), "R-X3"
         return NO
 
     def _insurance_cap(self, bettor: str) -> int:

@@ -241,6 +241,16 @@ def test_a_lone_player_at_a_table_of_fewer_boxes_than_he_must_play_is_told_to_wa
             match="this table has 1: another player must stake before the cards are dealt")
 
 
+def test_a_two_card_21_in_a_game_without_naturals_stood_and_cannot_surrender() -> None:
+    # It stands automatically (R-G4), and the turn passed it by; surrender was offered and
+    # taken all the same, half the stake given up on a 21.
+    plain = CASINO.evolve(name="no naturals", naturals=False, insurance=False,
+                          even_money=False)
+    r = Watched(plain, "AS 9H 7D KH 8C").bet("P1", 1).bet("P2", 2).deal()
+    refused(r, DecisionRefused, "R-X3", lambda: r.surrender("P1", 1),
+            match="A hand of 21 stands automatically")
+
+
 def test_a_lone_player_whose_second_box_was_withdrawn_is_not_dealt() -> None:
     r = table("TS 9H 7D 6S 7C").bet("P1", 1).bet("P1", 2)
     r._log(r.m.withdraw_stake("P1", 2))
@@ -515,7 +525,10 @@ def test_the_insurance_cap_named_is_a_whole_minimum_unit() -> None:
     # Half of 15 is 7, which a minimum unit of 5 does not allow: the most that can go is 5.
     limits = TableLimits(min_unit=5, min_chip=5, table_min=15)
     r = two_boxes("TS 9H AD 6S 9C", limits=limits, stake=15)
-    refused(r, DecisionRefused, "R-X6", lambda: r.insure("P1", 10), match="limit of 5,")
+    # Said so: "half of his stakes" alone gave a cashier the wrong arithmetic.
+    refused(r, DecisionRefused, "R-X6", lambda: r.insure("P1", 10),
+            match=r"limit of 5: half of his stakes at the table \(15\), rounded down to the "
+                  r"table's minimum unit of 5\.")
     r.insure("P1", 5)
     assert r.m.insurance == {"P1": 5}
 
