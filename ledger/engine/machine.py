@@ -597,20 +597,24 @@ class RoundMachine:
         if player != b.owner:
             raise NotTheOwner(f"Only the box owner, {b.owner}, may {play.value} on box {box}.",
                               "R-C4")
-        if refusal is not None:
-            reason, rule = refusal(b, h)
-            if reason:
-                raise DecisionRefused(reason, rule)
+        # A co-bettor's answer awaited, or another hand's turn, first: a hand waiting for its
+        # turn (a split hand with one card) was refused a double as if it never could be.
         self._require_no_pending()
-        if self.turn() != (box, hand):
-            if h.done:
-                why, rule = _finished(h)
-                raise NotYourTurn(f"Box {box}, hand {hand} has finished its turn: {why}.", rule)
-            t = self.turn()
+        t = self.turn()
+        if t != (box, hand) and not h.done:
             whose = "box's" if t is not None and t[0] != box else "hand's"
             raise NotYourTurn(f"It is not this {whose} turn: box {t[0] if t else '-'}, hand "
                               f"{t[1] if t else '-'} plays first (hands play left to right, "
                               "box by box).", "R-C3")
+        # Then what the play itself cannot do, before a finished hand's turn: "a hand is
+        # doubled only on its first two cards" says more of a doubled hand than that it is done.
+        if refusal is not None:
+            reason, rule = refusal(b, h)
+            if reason:
+                raise DecisionRefused(reason, rule)
+        if t != (box, hand):
+            why, rule = _finished(h)
+            raise NotYourTurn(f"Box {box}, hand {hand} has finished its turn: {why}.", rule)
         return h
 
     def _require_no_pending(self) -> None:

@@ -301,6 +301,22 @@ def test_a_split_hand_acting_before_the_hand_to_its_left_is_refused() -> None:
     refused(r, NotYourTurn, "R-C3", lambda: r.hit("P1", 1, 1), match="hand 0 plays first")
 
 
+@pytest.mark.parametrize("play", ["double", "split"])
+def test_a_split_hand_waiting_for_its_turn_is_told_so_not_that_it_never_may(play: str) -> None:
+    # With its one card, it was refused a double "only on its first two cards" (R-C2), which
+    # it may well make once its turn comes (and a split the same way).
+    r = two_boxes("8S 9H 7D 8H 9C 2D").split("P1", 1)
+    refused(r, NotYourTurn, "R-C3", lambda: getattr(r, play)("P1", 1, 1),
+            match="hand 0 plays first")
+
+
+def test_a_double_while_a_co_bettor_must_answer_is_refused_naming_the_answer() -> None:
+    # The hand held its first two cards, and was told it could be doubled only on them.
+    r = shared_box("5S 9H 7D 6H 9C TD").double("P1", 1)
+    refused(r, NotYourTurn, "R-X9", lambda: r.double("P1", 1),
+            match="P2 must first answer the owner's double on box 1")
+
+
 # A hand of box 1 whose turn has ended, the rule that ended it, and why (a hit, double or
 # split there is refused by its own rule first).
 FINISHED: dict[str, tuple[Callable[[], Watched], int, str, str]] = {
