@@ -1659,15 +1659,17 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
         simulation.start()
         cashier = Client(url, keys["cashier"])
         try:
-            drained, deadline = f"sim-{failing}-P2", time.monotonic() + 60
-            while time.monotonic() < deadline:  # below the least stake, whatever it holds
+            drained, deadline = f"sim-{failing}-P2", time.monotonic() + 120
+            # Below the least stake, until the table stops: chips held in a round come back
+            # with its settlement.
+            while simulation.is_alive() and time.monotonic() < deadline:
                 try:
                     available = cashier.get(f"/accounts/{drained}")["available"]
-                    if available < 10:
-                        break
-                    cashier.post(f"/accounts/{drained}/cash-out", {"amount": available - 5})
+                    if available >= 10:
+                        cashier.post(f"/accounts/{drained}/cash-out", {"amount": available - 5})
                 except ApiError:  # not opened yet, or its available chips moved meanwhile
-                    time.sleep(0.05)
+                    pass
+                time.sleep(0.02)
         finally:
             cashier.close()
         simulation.join(120)
