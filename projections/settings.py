@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -165,18 +166,52 @@ class GamingDay:
             return False
         if self.tz_name == other.tz_name:
             return True
-        rules = _zone_data(self.tz_name)
-        return rules is not None and rules == _zone_data(other.tz_name)
+        rules = _zone_clock(self.tz_name)
+        return rules is not None and rules == _zone_clock(other.tz_name)
 
 
-def _zone_data(name: str) -> bytes | None:
-    """The compiled rules of time zone ``name``, where ``zoneinfo`` finds them: a name that is
-    a link to another zone holds the same."""
+def _zone_clock(name: str) -> tuple[object, ...] | None:
+    """What the compiled rules of time zone ``name`` (where ``zoneinfo`` finds them) say of its
+    clock: its transitions, the offset and daylight flag of each, and the rule for the years
+    after them, but not the abbreviations, which differ between zones that keep one time
+    (``UTC`` and ``GMT``). None where they cannot be read."""
+    data = None
     for root in zoneinfo.TZPATH:
         path = Path(root, name)
         if path.is_file():
-            return path.read_bytes()
+            data = path.read_bytes()
+            break
+    else:
+        try:
+            data = resources.files("tzdata.zoneinfo").joinpath(*name.split("/")).read_bytes()
+        except (ImportError, OSError):
+            return None
     try:
-        return resources.files("tzdata.zoneinfo").joinpath(*name.split("/")).read_bytes()
-    except (ImportError, OSError):
+        return _tzif_clock(data)
+    except (ValueError, struct.error):
         return None
+
+
+def _tzif_clock(data: bytes) -> tuple[object, ...]:
+    """RFC 8536: the version-1 block is passed over for the 64-bit one after it (its transition
+    times 8 bytes each, leap seconds 12), whose types are read without their abbreviation."""
+    def counts(at: int) -> tuple[int, int, int, int, int, int]:
+        if data[at:at + 4] != b"TZif":
+            raise ValueError("not a TZif file")
+        isut, isstd, leap, time, types, chars = struct.unpack(">6l", data[at + 20:at + 44])
+        return isut, isstd, leap, time, types, chars
+
+    def size(found: tuple[int, int, int, int, int, int], width: int) -> int:
+        isut, isstd, leap, time, types, chars = found
+        return time * (width + 1) + types * 6 + chars + leap * (width + 4) + isstd + isut
+
+    found, at, width = counts(0), 44, 4
+    if data[4:5] != b"\0":  # version 2 or later: the 64-bit block, then the rule
+        second = 44 + size(found, 4)
+        found, at, width = counts(second), second + 44, 8
+    time, types = found[3], found[4]
+    infos = data[at + time * (width + 1):at + time * (width + 1) + types * 6]
+    offsets = tuple(struct.unpack(">lB", infos[i:i + 5]) for i in range(0, len(infos), 6))
+    after = data[at + size(found, width):].strip() if width == 8 else b""
+    return (data[at:at + time * (width + 1)], offsets,
+            re.sub(rb"<[^>]*>|[A-Za-z]{3,}", b"N", after))

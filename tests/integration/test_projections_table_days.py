@@ -254,6 +254,9 @@ def test_a_zone_under_another_name_is_the_same_gaming_day(week: Week, env: Env,
     rebuild(aliased, "table_days")
     assert not GamingDay("America/Detroit", time(6)).counts_as(
         GamingDay("America/New_York", time(6)))  # another zone, the same offsets today
+    # Two zones that keep one clock under other abbreviations count the same days too.
+    assert GamingDay("GMT", time(6)).counts_as(GamingDay("UTC", time(6)))
+    assert not GamingDay("Europe/London", time(6)).counts_as(GamingDay("UTC", time(6)))
 
 
 @pytest.mark.parametrize(("tz", "start", "at", "day"), [
