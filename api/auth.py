@@ -34,7 +34,7 @@ from werkzeug.exceptions import Forbidden, Unauthorized
 
 from api.secrets_files import untrusted
 from api.strict_json import RepeatedMember, members_once
-from ledger.names import NAME_MAX_CHARS, WRITTEN_ONE_WAY, is_name, written_one_way
+from ledger.names import NAME_MAX_CHARS, is_name, unwritten
 
 logger = logging.getLogger("pitboss.auth")
 
@@ -242,8 +242,9 @@ def _write_records(path: Path, records: Sequence[dict[str, Any]]) -> None:
 def append_key(path: Path, name: str, role: str) -> str:
     """Create a key, store its hash in ``path`` (a new file gets mode 0600), and return the key
     (shown once)."""
-    if not written_one_way(name):  # as a new player's or table's: it names an actor
-        raise KeyConfigError(f"a new key name is written {WRITTEN_ONE_WAY}, not {name!r}")
+    why = unwritten("new key name", name)  # as a new player's or table's: it names an actor
+    if why is not None:
+        raise KeyConfigError(f"{why}, not {name!r}")
     with _editing(path) as target:
         records = _read_records(target)
         if any(r["name"] == name for r in records):

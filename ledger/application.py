@@ -96,12 +96,12 @@ from ledger.errors import (
 )
 from ledger.money import CURRENCIES, HOUSE_KEY, Movement, movements, net_movements
 from ledger.names import (
-    WRITTEN_ONE_WAY,
+    NAME_MAX_CHARS,
     check_name,
     check_new_name,
     check_new_player_id,
     is_name,
-    written_one_way,
+    unwritten,
 )
 from ledger.plays import Play
 from ledger.recent import Recent
@@ -227,7 +227,6 @@ class GameLedger(Application[UUID]):
         """Open a table under a rule set and its limits (R-S1, R-X15)."""
         check_name("table name", name, "name")
         _check_currency(currency)
-        _check_rule_set(rules)
         limits = limits or TableLimits()
         table_id = ids.table_id(name)
         payload = {"name": name, "rules": rules.to_dict(), "limits": limits.to_dict(),
@@ -240,6 +239,7 @@ class GameLedger(Application[UUID]):
             # came in is answered, not refused.
             check_new_name("table name", name, "name")
             _check_known_currency(currency)
+            self._check_rules_in_force(rules)
             _check_dealable(rules, limits)
             table = Table._create(Table.Created, id=table_id, timestamp=self._clock(),
                                   name=name, currency=currency, rules=rules.to_dict(),
@@ -270,7 +270,7 @@ class GameLedger(Application[UUID]):
             # checked then (or by an earlier version of the ledger).
             kept = table.rules_hash == rules.content_hash
             if not kept:
-                _check_rule_set(rules)
+                self._check_rules_in_force(rules)
             merged = TableLimits.from_dict({**table.limits, **changes})
             _check_dealable(rules, merged)
             table.trigger_event(Table.RulesChanged, rules=rules.to_dict(),
@@ -1378,6 +1378,19 @@ class GameLedger(Application[UUID]):
         except NotFound:
             raise _no_account(player) from None
 
+    def _check_rules_in_force(self, rules: RuleSet) -> None:
+        """``_check_rule_set``, for rules not recorded already under their name and version
+        with this content: those are put in force as recorded (checked when first recorded, or
+        by an earlier version of the ledger: a name recorded before stays usable)."""
+        try:
+            record = self._get(RuleSetRecord, ids.rule_set_id(rules.name, rules.version),
+                               "rule set")
+        except NotFound:
+            _check_rule_set(rules)
+            return
+        if record.rules_hash != rules.content_hash:
+            _check_rule_set(rules)
+
     def _name_and_version(self, rules: RuleSet, table: Table, actor: str, request_id: str, *,
                           refuse_other: bool = True) -> list[Aggregate]:
         """R-S1: a rule set's name and version stand for the content first recorded under
@@ -1756,9 +1769,12 @@ def _check_rule_set(rules: RuleSet) -> None:
     """What a rule set put in force must be besides valid: its name written one way only,
     as table names are (it is looked up with its version, R-S1), and not a preset's own name
     and version for other rules."""
-    if not (is_name(rules.name) and written_one_way(rules.name)):
-        raise RuleSetInvalid("name", "it must be printable, without surrounding spaces, "
-                             f"written {WRITTEN_ONE_WAY}")
+    if not is_name(rules.name):
+        raise RuleSetInvalid("name", f"it must be 1 to {NAME_MAX_CHARS} printable characters, "
+                             "without surrounding spaces")
+    why = unwritten("rule set name", rules.name)
+    if why is not None:
+        raise RuleSetInvalid("name", why)
     clash = preset_clash(rules)
     if clash is not None:
         raise RuleSetInvalid("name", clash)

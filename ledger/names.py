@@ -37,11 +37,22 @@ _INVISIBLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1
               (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
               (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
 
-# How a new name is written, as every refusal and description of one says it.
-WRITTEN_ONE_WAY: Final = ("in composed form (Unicode NFC) with no compatibility character "
-                          "(Unicode NFKC: no full-width letter or digit, ligature or the "
-                          "like), not starting with an accent and holding no character that "
-                          "shows nothing")
+# Characters Unicode keeps only to stand for another in another width, font or shape, which
+# look like it: "Table 7" with a full-width 7, a mathematical bold letter, a circled or squared
+# one, small and vertical forms, an Arabic letter's contextual form (by their decomposition's
+# tag, UnicodeData.txt), and the Latin and Armenian ligatures (a "ﬁ" in "Surﬁne"). Not every
+# compatibility character (NFKC) is one: Thai SARA AM (U+0E33), the ordinal indicators of
+# "Nº 3" and "1ª", superscripts, are how words are written.
+_LOOKALIKE_TAGS = frozenset({"<wide>", "<narrow>", "<font>", "<circle>", "<square>", "<small>",
+                             "<vertical>", "<initial>", "<medial>", "<final>", "<isolated>"})
+_LIGATURES = ((0xFB00, 0xFB06), (0xFB13, 0xFB17))
+
+# How a new name is written, as every description of one says it (a refusal says what is
+# wrong with the name in hand: ``unwritten``).
+WRITTEN_ONE_WAY: Final = ("in composed form (Unicode NFC), not starting with an accent, with "
+                          "no character that shows nothing and none that stands for another "
+                          "in another width, font or shape (a full-width letter or digit, a "
+                          "ligature such as ﬁ)")
 
 
 def invisible_in(name: str) -> str | None:
@@ -49,18 +60,34 @@ def invisible_in(name: str) -> str | None:
     return next((c for c in name if any(lo <= ord(c) <= hi for lo, hi in _INVISIBLE)), None)
 
 
-def compatibility_character_in(name: str) -> str | None:
-    """The first character of ``name`` that Unicode keeps only to stand for another (NFKC), as
-    U+FF17 FULLWIDTH DIGIT SEVEN stands for "7", if any."""
-    return next((c for c in name if unicodedata.normalize("NFKC", c) != c), None)
+def lookalike_in(name: str) -> str | None:
+    """The first character of ``name`` that stands for another in another width, font or
+    shape (``_LOOKALIKE_TAGS``, ``_LIGATURES``), if any."""
+    return next((c for c in name
+                 if unicodedata.decomposition(c).split(" ", 1)[0] in _LOOKALIKE_TAGS
+                 or any(lo <= ord(c) <= hi for lo, hi in _LIGATURES)), None)
 
 
-def written_one_way(name: str) -> bool:
-    """Written as ``WRITTEN_ONE_WAY`` says: ids are made from names, and "Café" written two
-    ways, or "Table 7" with a full-width 7, would name two tables that look the same. (A form
-    that NFKC keeps is in NFC too.)"""
-    return (unicodedata.normalize("NFKC", name) == name
-            and not (name and unicodedata.combining(name[0])) and invisible_in(name) is None)
+def unwritten(what: str, name: str) -> str | None:
+    """Why ``name``, given to a new ``what``, is not written one way only (``WRITTEN_ONE_WAY``),
+    as a sentence without its full stop; None if it is. Ids are made from names, and "Café"
+    written two ways, or "Table 7" with a full-width 7, would name two tables that look the
+    same."""
+    hidden = invisible_in(name)
+    if hidden is not None:
+        return (f"a {what} holds no character that shows nothing, as U+{ord(hidden):04X} "
+                f"({unicodedata.name(hidden, 'unnamed')}) does: the name would look the same "
+                "without it")
+    alias = lookalike_in(name)
+    if alias is not None:
+        plain = unicodedata.normalize("NFKC", alias)
+        return (f"a {what} holds no character standing for another in another width, font or "
+                f"shape, as U+{ord(alias):04X} ({unicodedata.name(alias, 'unnamed')}) does: "
+                f"write '{plain}'")
+    if unicodedata.normalize("NFC", name) != name or (name and unicodedata.combining(name[0])):
+        return f"a {what} is written in composed form (Unicode NFC) and does not start with an " \
+               "accent"
+    return None
 
 
 def check_name(what: str, name: str, field: str | None = None) -> None:
@@ -73,20 +100,9 @@ def check_name(what: str, name: str, field: str | None = None) -> None:
 def check_new_name(what: str, name: str, field: str) -> None:
     """A name given to something new is written one way only. (Checked where names are
     given, not where they are used: a name recorded before stays usable.)"""
-    hidden = invisible_in(name)
-    if hidden is not None:
-        raise NameRefused(f"A {what} holds no character that shows nothing, as U+"
-                          f"{ord(hidden):04X} ({unicodedata.name(hidden, 'unnamed')}) does: "
-                          "the name would look the same without it.", field=field)
-    alias = compatibility_character_in(name)
-    if alias is not None and unicodedata.normalize("NFC", name) == name:
-        plain = unicodedata.normalize("NFKC", alias)
-        raise NameRefused(f"A {what} holds no compatibility character, as U+{ord(alias):04X} "
-                          f"({unicodedata.name(alias, 'unnamed')}) is one: it would look like "
-                          f"'{plain}', which is how to write it.", field=field)
-    if not written_one_way(name):
-        raise NameRefused(f"A {what} is written in composed form (Unicode NFC) and does not "
-                          "start with an accent.", field=field)
+    why = unwritten(what, name)
+    if why is not None:
+        raise NameRefused(f"{why[0].upper()}{why[1:]}.", field=field)
 
 
 def check_new_player_id(player: str, field: str = "player") -> None:

@@ -7,6 +7,7 @@ import functools
 import itertools
 import json
 import logging
+import re
 import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -518,17 +519,49 @@ def test_a_new_name_holds_no_character_that_shows_nothing(make_ledger: MakeLedge
     ("Table \uff17", "U+FF17 (FULLWIDTH DIGIT SEVEN)", "7"),
     ("\uff34able 7", "U+FF34 (FULLWIDTH LATIN CAPITAL LETTER T)", "T"),
     ("Sur\ufb01ne", "U+FB01 (LATIN SMALL LIGATURE FI)", "fi"),
+    ("\U0001d413able 7", "U+1D413 (MATHEMATICAL BOLD CAPITAL T)", "T"),
 ])
-def test_a_new_name_holds_no_compatibility_character(make_ledger: MakeLedger, name: str,
-                                                     named: str, plain: str) -> None:
+def test_a_new_name_holds_no_character_standing_for_another(make_ledger: MakeLedger, name: str,
+                                                           named: str, plain: str) -> None:
     # In composed form and showing something, each opened a table that looks like "Table 7".
     app = Desk(make_ledger()).app
     refused = unchanged(app, lambda: app.open_table("o", "boss", name, CASINO), NameRefused, "")
     assert refused.field == "name"
-    assert f"{named} is one: it would look like '{plain}'" in refused.message
-    with pytest.raises(RuleSetInvalid, match="no compatibility character"):
+    assert f"another width, font or shape, as {named} does: write '{plain}'." in refused.message
+    with pytest.raises(RuleSetInvalid, match=f"as {re.escape(named)} does: write '{plain}'"):
         app.open_table("o2", "boss", "T2", CASINO.evolve(name=f"house {name}"))
     app.open_table("o3", "boss", unicodedata.normalize("NFKC", name), CASINO)
+
+
+@pytest.mark.parametrize("name", [
+    "\u0e01\u0e33\u0e1e\u0e25",  # Thai, with SARA AM (U+0E33), as Thai keyboards type it
+    "\u0e84\u0eb3",  # Lao, with U+0EB3
+    "Mesa N\u00ba 3", "1\u00aa Mesa",  # the ordinal indicators
+    "Casino\u2122",  # a trade mark sign
+])
+def test_a_compatibility_character_that_is_how_a_word_is_written_is_taken(
+        make_ledger: MakeLedger, name: str) -> None:
+    # Each was refused as a compatibility character (NFKC), told to write a form Unicode
+    # advises against (a combining mark and SARA AA for SARA AM).
+    app = Desk(make_ledger()).app
+    app.open_table("o", "boss", name, CASINO)
+    app.open_table("o2", "boss", "T2", CASINO.evolve(name=f"house {name}"))
+
+
+def test_rules_recorded_before_a_check_on_their_name_came_in_stay_usable(
+        make_ledger: MakeLedger, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Recorded under a name a later check refuses, they could no longer be put in force at
+    # another table, nor again at their own.
+    desk = Desk(make_ledger())
+    app = desk.app
+    old = CASINO.evolve(name="house \uff17")
+    monkeypatch.setattr("ledger.application.unwritten", lambda *_: None)  # an earlier version
+    app.open_table("o1", "boss", "Old rules", old)
+    monkeypatch.undo()
+    app.open_table("o2", "boss", "Old rules again", old)
+    app.change_rules("c1", "boss", desk.table, old, TableLimits(), "the house rules")
+    with pytest.raises(RuleSetInvalid, match="U\\+FF17"):  # new rules under that name: checked
+        app.open_table("o3", "boss", "New rules", old.evolve(version=2))
 
 
 @pytest.mark.parametrize("player", ["Jos\u00e9", "ann smith", "_type_", "_data_", "-1", "P" * 65])

@@ -171,11 +171,17 @@ def test_a_key_file_is_read_again_when_it_changes(tmp_path, database):
                             headers={"Authorization": f"Bearer {key}"}), 401)
 
 
-@pytest.mark.parametrize("name", ["ann\u034f", "Cafe\u0301", "\u3164"])
-def test_a_new_key_name_is_written_one_way_only(tmp_path, name):
-    # It names the actor of every event its key records, as a player's name names a player.
+@pytest.mark.parametrize(("name", "why"), [
+    ("ann\u034f", "holds no character that shows nothing, as U+034F"),
+    ("Cafe\u0301", "is written in composed form"),
+    ("\u3164", "holds no character that shows nothing, as U+3164"),
+    ("Jefe \uff11", "holds no character standing for another in another width, font or "
+                    "shape, as U+FF11 (FULLWIDTH DIGIT ONE) does: write '1'")])
+def test_a_new_key_name_is_written_one_way_only(tmp_path, name, why):
+    # It names the actor of every event its key records, as a player's name names a player;
+    # the refusal names the character at fault, as a table name's does.
     path = tmp_path / "keys.jsonl"
-    with pytest.raises(KeyConfigError, match="a new key name is written in composed form"):
+    with pytest.raises(KeyConfigError, match=f"^a new key name {re.escape(why)}"):
         append_key(path, name, "dealer")
     assert not path.exists()
 
