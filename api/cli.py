@@ -1011,8 +1011,9 @@ def demo(host: str, port: int, rounds: int, external_database: bool) -> None:
     if failed and not stop.is_set():
         raise click.ClickException(f"{failed[0].args!r} stopped unexpectedly")
     if not ready:
-        click.echo("stopped before the demo was ready: nothing is served (the rounds played "
-                   "so far stay in the database, and the next start plays no more)", err=True)
+        click.echo("stopped before the demo was ready: nothing is served (demo rounds played "
+                   "so far stay in the database; the next start plays them only on a database "
+                   "still empty)", err=True)
         raise SystemExit(INTERRUPTED_EXIT)
 
 

@@ -67,11 +67,11 @@ class Client:
 
     def __init__(self, url: str, key: str, *, timeout_s: float = TIMEOUT_S) -> None:
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
         # Shown in every error: a user and password written in it (which the API does not
         # read: it takes a key) are left out.
         self.url = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1])).rstrip("/")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {self.url!r}")
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port or (443 if self._https else 80)

@@ -476,11 +476,12 @@ class RoundMachine:
             raise DecisionRefused(reason, rule)
         cap = self._insurance_cap(bettor)
         if amount > cap:
-            unit = self.limits.min_unit
-            rounded = f", rounded down to the table's minimum unit of {unit}" if unit > 1 else ""
+            stakes, unit = self.stakes_of(bettor), self.limits.min_unit
+            rounded = "" if cap * 2 == stakes else ", rounded down" + (
+                f" to the table's minimum unit of {unit}" if unit > 1 else "")
             raise DecisionRefused(f"Insurance of {amount} is over {bettor}'s limit of {cap}: "
-                                  f"half of his stakes at the table ({self.stakes_of(bettor)})"
-                                  f"{rounded}.", "R-X6")
+                                  f"half of his stakes at the table ({stakes}){rounded}.",
+                                  "R-X6")
         if amount < self.limits.min_chip:
             raise DecisionRefused(f"Insurance of {amount} is below the minimum chip of "
                                   f"{self.limits.min_chip}.", "R-C5")

@@ -242,6 +242,8 @@ def test_an_api_that_does_not_answer_is_named_with_its_url(unused_port):
     # A user and password written in the URL (the API takes a key, not them) were shown too.
     with pytest.raises(Unreachable, match=re.escape(f"the API at {url} does not answer")):
         Client(url.replace("//", "//ann:s3cret@"), "pbk_x").get("/healthz")
+    with pytest.raises(ValueError, match=re.escape("not an http(s) URL: 'htp://127.0.0.1:1'")):
+        Client("htp://ann:s3cret@127.0.0.1:1", "pbk_x")  # nor where it is refused
 
 
 def test_an_api_that_does_not_speak_tls_is_named_with_its_url():

@@ -532,7 +532,8 @@ def test_a_second_insurance_by_one_player_is_refused() -> None:
 
 def test_insurance_over_half_the_players_stakes_is_refused() -> None:
     r = two_boxes("TS 9H AD 6S 9C", stake=15)
-    refused(r, DecisionRefused, "R-X6", lambda: r.insure("P1", 8), match="limit of 7")
+    refused(r, DecisionRefused, "R-X6", lambda: r.insure("P1", 8),
+            match=r"limit of 7: half of his stakes at the table \(15\), rounded down\.")
     r.insure("P1", 7)
     assert r.m.insurance == {"P1": 7}
 
