@@ -137,8 +137,8 @@ def test_refusals_are_typed_and_store_nothing(make_ledger: MakeLedger) -> None:
     # What comes next at the table waits for the round; a table's name is its own.
     in_play = unchanged(app, lambda: desk.round(), RoundInPlay, "R-V1")
     # Said to a dealer, who cannot void: what each of them does.
-    assert in_play.message.endswith("is still in play (playing): the dealer finishes it, or "
-                                    "a manager voids it.")
+    assert in_play.message.endswith("is still in play (playing): its hands are played, then "
+                                    "the dealer plays and settles it, or a manager voids it.")
     unchanged(app, lambda: app.close_table(desk.rid(), "boss", desk.table, "shift end"),
               RoundInPlay, "R-V1")
     # No rule of RULES.md is about a table's name or its opening: none is cited.
@@ -211,6 +211,26 @@ def test_an_opening_repeated_after_a_check_came_in_is_answered_not_refused(
               AccountExists, "")
     unchanged(app, lambda: app.open_table("t-again", "manager", "Old", CASINO, currency="EUX"),
               TableExists, "")
+
+
+def test_a_round_still_in_play_is_said_with_what_finishes_it_in_its_phase(
+        make_ledger: MakeLedger) -> None:
+    # "The dealer finishes it" was said of a round in betting with no stake, which a dealer
+    # cannot deal, and of one in settling, where the dealer has finished and settles.
+    desk = Desk(make_ledger(SteeredShuffle("5S TH 7D 6S 9C 4H TD TC")))
+    app = desk.app
+    r = desk.round()
+    betting = unchanged(app, lambda: desk.round(), RoundInPlay, "R-V1")
+    assert "(betting): the dealer deals it once stakes are in place, or a manager" \
+        in betting.message
+    for bettor, box in (("P1", 1), ("P2", 2)):
+        desk.do("place_stake", r, bettor, box, 100)
+    desk.do("deal", r)
+    desk.do("stand", r, "P1", 1)
+    desk.do("stand", r, "P2", 2)
+    desk.do("play_dealer", r)
+    settling = unchanged(app, lambda: desk.round(), RoundInPlay, "R-V1")
+    assert "(settling): the dealer settles it, or a manager voids it." in settling.message
 
 
 def test_a_decision_naming_the_version_it_was_shown_acts_on_exactly_that_version(
