@@ -658,7 +658,7 @@ class RoundMachine:
         if not self.rules.surrender:
             return "This game has no surrender.", "R-C1"
         hand = b.hands[0]
-        if hand.status != LIVE:
+        if hand.status != LIVE and not b.was_split:  # a split box's first hand is not the box
             return f"Box {b.number} is already {hand.status}.", _STATUS_RULE[hand.status]
         if WILD in hand.cards:
             return "A hand holding the wild card has ended its turn.", "R-W1"

@@ -251,6 +251,13 @@ def test_a_two_card_21_in_a_game_without_naturals_stood_and_cannot_surrender() -
             match="A hand of 21 stands automatically")
 
 
+def test_a_split_box_whose_first_hand_busted_is_refused_surrender_as_any_split_box() -> None:
+    # Its second hand still live, it was told "Box 1 is already bust" (R-G3).
+    r = two_boxes("8S 9H 7D 8H 9C 5D TS KS").split("P1", 1).hit("P1", 1, 0)
+    assert [h.status for h in r.m.boxes[1].hands] == ["bust", "live"]
+    refused(r, DecisionRefused, "R-X3", lambda: r.surrender("P1", 1), match="window has closed")
+
+
 def test_a_lone_player_whose_second_box_was_withdrawn_is_not_dealt() -> None:
     r = table("TS 9H 7D 6S 7C").bet("P1", 1).bet("P1", 2)
     r._log(r.m.withdraw_stake("P1", 2))
