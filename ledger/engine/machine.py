@@ -303,8 +303,14 @@ class RoundMachine:
         existing = self.boxes.get(box)
         if existing is not None:
             if bettor in existing.initial:
-                raise BetRefused(f"{bettor} already has a stake on box {box}; withdraw it and "
-                                 "place the new amount.", "R-X14")
+                # Withdrawing it and staking again takes two changes: with one left, the
+                # withdrawal would be taken and the new stake refused.
+                cap = self.betting_changes_max
+                then = ("withdraw it and place the new amount" if cap is None
+                        or cap - self.facts >= 2 else "it stays as it is, as this round takes "
+                        "one more stake placed or withdrawn at most")
+                raise BetRefused(f"{bettor} already has a stake on box {box}; {then}.",
+                                 "R-X14")
             if len(existing.bettors) >= self.rules.bettors_per_box:
                 raise BetRefused(f"Box {box} already has {len(existing.bettors)} "
                                  f"bettor{'s' if len(existing.bettors) > 1 else ''}, the most "
@@ -338,8 +344,11 @@ class RoundMachine:
 
     def _require_betting_change(self) -> None:
         if self._betting_changes_spent():
-            then = ("deal it with the stakes in place, or a manager voids it" if self.boxes
-                    else "no stake is left on it: a manager voids it")
+            then = ("deal it with the stakes in place, or a manager voids it"
+                    if self.boxes and not self._deal_refusal() else
+                    "no stake is left on it: a manager voids it" if not self.boxes else
+                    f"its stakes cannot be dealt ({self._deal_refusal().rstrip('.')}): a "
+                    "manager voids it")
             # A limit on requests (no rule of RULES.md states it): no rule cited.
             raise BetRefused(f"This round has taken {BETTING_CHANGES_MAX} stakes placed and "
                              f"withdrawn, the most one round takes: {then}.")

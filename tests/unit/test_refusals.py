@@ -839,6 +839,28 @@ def test_a_round_takes_a_bounded_number_of_stakes_placed_and_withdrawn() -> None
     assert readjudicate(CASINO, TableLimits(), recorded) == []
 
 
+def test_the_advice_at_the_cap_on_stakes_placed_and_withdrawn_is_advice_that_can_be_taken() -> None:
+    # At one change left, "withdraw it and place the new amount": the withdrawal was taken, the
+    # new stake refused, and the box left with none.
+    r = Watched(CASINO, "TS 9H 7D 6S 9C TD")
+    while r.m.facts < BETTING_CHANGES_MAX - 2:
+        r.bet("P1", 1)
+        r.m.withdraw_stake("P1", 1)
+    r.bet("P1", 1)
+    refused(r, BetRefused, "R-X14", lambda: r.bet("P1", 1, 20),
+            match="already has a stake on box 1; it stays as it is, as this round takes one "
+                  "more stake placed or withdrawn at most")
+    # At the cap, a lone player's stakes that cannot be dealt (R-C8): "deal it" was said.
+    r = Watched(CASINO.evolve(name="three boxes", min_boxes_lone_player=3), "TS 9H 7D 6S 9C TD")
+    while r.m.facts < BETTING_CHANGES_MAX - 2:
+        r.bet("P1", 3)
+        r.m.withdraw_stake("P1", 3)
+    r.bet("P1", 1).bet("P1", 2)
+    refused(r, BetRefused, "", lambda: r.bet("P1", 3),
+            match=r"its stakes cannot be dealt \(P1 is the only player and must play at least "
+                  r"3 boxes before the cards are dealt\): a manager voids it\.")
+
+
 def test_a_ruling_names_only_events_the_round_has() -> None:
     r = settled_round()
     last = 1 + len(r.facts)  # the round's start, then one event per fact
