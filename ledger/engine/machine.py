@@ -483,17 +483,20 @@ class RoundMachine:
         reason, rule = self._insurance_refusal(bettor)
         if reason:
             raise DecisionRefused(reason, rule)
-        cap = self._insurance_cap(bettor)
-        if amount > cap:
+        cap, chip = self._insurance_cap(bettor), self.limits.min_chip
+        if amount > cap or cap < chip:
             stakes, unit = self.stakes_of(bettor), self.limits.min_unit
             rounded = "" if cap * 2 == stakes else ", rounded down" + (
                 f" to the table's minimum unit of {unit}" if unit > 1 else "")
+            limit = f"half of his stakes at the table ({stakes}){rounded}"
+            if cap < chip:  # else each refusal sends him to the other: over it, below a chip
+                raise DecisionRefused(f"{bettor} cannot insure: the most he may, {cap} ({limit}), "
+                                      f"is below the minimum chip of {chip}.", "R-X6")
             raise DecisionRefused(f"Insurance of {amount} is over {bettor}'s limit of {cap}: "
-                                  f"half of his stakes at the table ({stakes}){rounded}.",
-                                  "R-X6")
-        if amount < self.limits.min_chip:
+                                  f"{limit}.", "R-X6")
+        if amount < chip:
             raise DecisionRefused(f"Insurance of {amount} is below the minimum chip of "
-                                  f"{self.limits.min_chip}.", "R-C5")
+                                  f"{chip}.", "R-C5")
         self._begin()
         self._emit(f.InsurancePlaced(bettor=bettor, amount=amount))
         return self._end()

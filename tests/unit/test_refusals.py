@@ -557,6 +557,17 @@ def test_the_insurance_cap_named_is_a_whole_minimum_unit() -> None:
     assert r.m.insurance == {"P1": 5}
 
 
+@pytest.mark.parametrize("amount", [5, 10])
+def test_insurance_out_of_reach_is_said_so_whatever_the_amount(amount: int) -> None:
+    # Half of a stake of 10 is 5, below the minimum chip of 10: 10 was "over the limit of 5",
+    # 5 "below the minimum chip of 10".
+    limits = TableLimits(min_chip=10, table_min=10)
+    r = two_boxes("TS 9H AD 6S 9C", limits=limits, stake=10)
+    refused(r, DecisionRefused, "R-X6", lambda: r.insure("P1", amount),
+            match=r"^P1 cannot insure: the most he may, 5 \(half of his stakes at the table "
+                  r"\(10\)\), is below the minimum chip of 10\.")
+
+
 def test_the_insurance_cap_counts_the_players_co_bets() -> None:
     r = Watched(CASINO, "TS 9H AD 6S 9C").bet("P1", 1, 10).bet("P2", 2, 10).bet("P1", 2, 20)
     r.deal()
