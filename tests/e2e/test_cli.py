@@ -1566,16 +1566,21 @@ def _read_until(process, marker: str, timeout_s: float) -> list[str]:
                          f"killed then):\n{''.join(lines)}")
 
 
-def test_demo_serves_the_docs_and_a_demo_table_and_stops_on_sigterm(database, postgres_env,
-                                                                    tmp_path, unused_port):
+def _demo(env: dict[str, str], port: int, *, rounds: int) -> Any:
+    """``pitboss demo`` started on ``port``, its standard error piped."""
     import subprocess
     import sys
+
+    return subprocess.Popen([sys.executable, "-m", "api.cli", "demo", "--port", str(port),
+                             "--rounds", str(rounds)], env=env, stderr=subprocess.PIPE, text=True)
+
+
+def test_demo_serves_the_docs_and_a_demo_table_and_stops_on_sigterm(database, postgres_env,
+                                                                    tmp_path, unused_port):
     import time
     import urllib.request
 
-    env = _command_env(database, postgres_env, tmp_path)
-    demo = subprocess.Popen([sys.executable, "-m", "api.cli", "demo", "--port", str(unused_port),
-                             "--rounds", "2"], env=env, stderr=subprocess.PIPE, text=True)
+    demo = _demo(_command_env(database, postgres_env, tmp_path), unused_port, rounds=2)
     try:
         lines = _read_until(demo, "Ctrl-C stops", 60)
         url = f"http://127.0.0.1:{unused_port}"
@@ -1779,13 +1784,9 @@ def test_stopping_a_child_stops_its_whole_group_even_a_process_that_ignores_sigt
 def test_demo_stopped_during_its_rounds_says_so_and_serves_nothing(database, postgres_env,
                                                                   tmp_path, unused_port):
     import signal
-    import subprocess
-    import sys
 
     # It printed "pitboss is serving" and the keys as it shut down, and exited 0.
-    env = _command_env(database, postgres_env, tmp_path)
-    demo = subprocess.Popen([sys.executable, "-m", "api.cli", "demo", "--port", str(unused_port),
-                             "--rounds", "1000"], env=env, stderr=subprocess.PIPE, text=True)
+    demo = _demo(_command_env(database, postgres_env, tmp_path), unused_port, rounds=1000)
     try:
         _read_until(demo, "casino: 1 table(s) x 1000 rounds", 60)
         demo.send_signal(signal.SIGINT)
