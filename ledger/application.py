@@ -72,16 +72,7 @@ from ledger.aggregates.shoe import ShoeRecord
 from ledger.aggregates.table import Table
 from ledger.cards import HIDDEN, Card
 from ledger.engine import facts as f
-from ledger.engine.machine import (
-    BETTING,
-    DEALING,
-    PLAYING,
-    REASON_MAX_CHARS,
-    SETTLED,
-    SETTLING,
-    VOIDED,
-    RoundMachine,
-)
+from ledger.engine.machine import REASON_MAX_CHARS, SETTLED, VOIDED, RoundMachine
 from ledger.engine.readjudicate import readjudicate
 from ledger.errors import (
     AccountExists,
@@ -1425,11 +1416,10 @@ class GameLedger(Application[UUID]):
         if table.round_id is None:
             return ()
         current = self._get(Round, table.round_id, "round")
-        phase = current.machine.phase
-        if phase not in (SETTLED, VOIDED):
+        if current.machine.phase not in (SETTLED, VOIDED):
             raise RoundInPlay(f"Round {current.round_no} at table {table.name} is still in "
-                              f"play ({phase}): {_TO_FINISH.get(phase, 'the dealer finishes it')}"
-                              ", or a manager voids it.", "R-V1")
+                              f"play ({current.machine.phase}): {current.machine.to_finish()}.",
+                              "R-V1")
         return (current,)
 
     def _why_replace_shoe(self, shoe_id: UUID, rules: RuleSet,
@@ -1544,10 +1534,6 @@ class _ShoeDraw:
         return self._shoe
 
 
-# What finishes a round in each phase, as a refusal to start or close past it says.
-_TO_FINISH = {BETTING: "the dealer deals it once stakes are in place", DEALING: "the dealer "
-              "deals it", PLAYING: "its hands are played, then the dealer plays and settles it",
-              SETTLING: "the dealer settles it"}
 _TICK = timedelta(microseconds=1)  # the finest step of a recorded time
 # Two servers' clocks kept by NTP differ by milliseconds: a record this far ahead of the
 # clock was stamped by one that is wrong. Said at most once a CLOCK_WARNING_INTERVAL_S.

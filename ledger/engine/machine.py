@@ -67,6 +67,10 @@ BETTING_CHANGES_MAX = 200
 _STATUS_RULE = {BUST: "R-G3", SURRENDERED: "R-C1", FORFEITED: "R-W2"}
 
 
+# The rule setting that puts a play in the game at all.
+_IN_GAME = {Play.DOUBLE: "double", Play.SPLIT: "split"}
+
+
 def _finished(h: Hand) -> tuple[str, str]:
     """Why a hand's turn is over, and the rule that ends it."""
     if h.status != LIVE:
@@ -342,6 +346,18 @@ class RoundMachine:
         cap = self.betting_changes_max
         return cap is not None and self.facts >= cap  # only stakes placed and withdrawn so far
 
+    def to_finish(self) -> str:
+        """What finishes the round from here (one still in play), as a refusal to go past it
+        says."""
+        if self.phase == BETTING:
+            if self._betting_changes_spent() and (not self.boxes or self._deal_refusal()):
+                return ("a manager voids it (it takes no more stakes placed or withdrawn, and "
+                        "has none to deal)")
+            return "the dealer deals it once stakes are in place, or a manager voids it"
+        return {DEALING: "the dealer deals it", PLAYING: "its hands are played, then the "
+                "dealer plays and settles it", SETTLING: "the dealer settles it"}.get(
+                    self.phase, "the dealer finishes it") + ", or a manager voids it"
+
     def _require_betting_change(self) -> None:
         if self._betting_changes_spent():
             then = ("deal it with the stakes in place, or a manager voids it"
@@ -614,6 +630,10 @@ class RoundMachine:
         # turn (a split hand with one card) was refused a double as if it never could be.
         self._require_no_pending()
         t = self.turn()
+        if t != (box, hand) and not h.done and refusal is not None \
+                and not getattr(self.rules, _IN_GAME.get(play, ""), True):
+            reason, rule = refusal(b, h)  # "this game has no doubling": no turn will change it
+            raise DecisionRefused(reason, rule)
         if t != (box, hand) and not h.done:
             whose = "box's" if t is not None and t[0] != box else "hand's"
             raise NotYourTurn(f"It is not this {whose} turn: box {t[0] if t else '-'}, hand "
@@ -670,7 +690,11 @@ class RoundMachine:
         if not self.rules.surrender:
             return "This game has no surrender.", "R-C1"
         hand = b.hands[0]
-        if hand.status != LIVE and not b.was_split:  # a split box's first hand is not the box
+        if b.was_split:  # its first hand's standing is not the box's; cards left the shoe
+            return (("The surrender window has closed: a card has left the shoe since the "
+                     "deal."), "R-X3") if not self.window_open else (
+                "A box cannot be surrendered after a split or a double.", "R-C1")
+        if hand.status != LIVE:
             return f"Box {b.number} is already {hand.status}.", _STATUS_RULE[hand.status]
         if WILD in hand.cards:
             return "A hand holding the wild card has ended its turn.", "R-W1"
@@ -681,7 +705,7 @@ class RoundMachine:
                     "deal."), "R-X3"
         if self.upcard is not None and is_ace(self.upcard):
             return "Surrender is not allowed when the dealer's upcard is an ace.", "R-C1"
-        if b.was_split or hand.doubled:
+        if hand.doubled:
             return "A box cannot be surrendered after a split or a double.", "R-C1"
         if self.is_natural(b, hand):
             return "A natural cannot be surrendered.", "R-C1"
@@ -715,6 +739,8 @@ class RoundMachine:
             return "This game has no even money.", "R-C6"
         b = self.box(box)
         hand = b.hands[0]
+        if b.was_split:  # its first hand's standing is not the box's
+            return f"Box {box} does not hold a natural: it was split.", "R-C6"
         if (f.MAIN, bettor, box, 0) not in self.open_stakes:
             if bettor in b.bettors and hand.status != LIVE:
                 return f"Box {box} is already {hand.status}.", _STATUS_RULE[hand.status]

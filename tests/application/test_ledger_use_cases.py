@@ -25,6 +25,7 @@ from ledger.aggregates.shoe import ShoeRecord
 from ledger.aggregates.table import Table
 from ledger.application import GameLedger
 from ledger.engine import facts as f
+from ledger.engine.machine import BETTING_CHANGES_MAX
 from ledger.engine.readjudicate import readjudicate
 from ledger.errors import (
     AccountExists,
@@ -231,6 +232,15 @@ def test_a_round_still_in_play_is_said_with_what_finishes_it_in_its_phase(
     desk.do("play_dealer", r)
     settling = unchanged(app, lambda: desk.round(), RoundInPlay, "R-V1")
     assert "(settling): the dealer settles it, or a manager voids it." in settling.message
+    desk.do("settle", r)
+    # One that took all the stakes placed and withdrawn it may, with none left: a void only.
+    spent = desk.round()
+    for _ in range(BETTING_CHANGES_MAX // 2):
+        desk.do("place_stake", spent, "P1", 1, 100)
+        desk.do("withdraw_stake", spent, "P1", 1)
+    capped = unchanged(app, lambda: desk.round(), RoundInPlay, "R-V1")
+    assert capped.message.endswith("(betting): a manager voids it (it takes no more stakes "
+                                   "placed or withdrawn, and has none to deal).")
 
 
 def test_a_decision_naming_the_version_it_was_shown_acts_on_exactly_that_version(

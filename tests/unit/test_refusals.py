@@ -258,6 +258,26 @@ def test_a_split_box_whose_first_hand_busted_is_refused_surrender_as_any_split_b
     refused(r, DecisionRefused, "R-X3", lambda: r.surrender("P1", 1), match="window has closed")
 
 
+@pytest.mark.parametrize("first", ["stand", "wild card"])
+def test_a_split_box_is_refused_surrender_as_a_split_box_whatever_its_first_hand_did(
+        first: str) -> None:
+    # With hand 1 still live: "a box that stood cannot surrender", "a hand holding the wild
+    # card has ended its turn", said of the box from its first hand.
+    if first == "stand":
+        r = two_boxes("8S 9H 7D 8H 9C 2D 3D").split("P1", 1).stand("P1", 1, 0)
+    else:
+        r = two_boxes("8S 9H 7D 8H 9C W 3D", CASINO_WILD).split("P1", 1)
+    refused(r, DecisionRefused, "R-X3", lambda: r.surrender("P1", 1), match="window has closed")
+
+
+def test_even_money_on_a_split_box_is_refused_as_a_split_box_whatever_its_first_hand_did() -> None:
+    # Its first hand bust, the box was told "already bust" (R-G3), with hand 1 live.
+    r = two_boxes("8S 9H AD 8H 9C 6D TC 3D").split("P1", 1).hit("P1", 1, 0)
+    assert [h.status for h in r.m.boxes[1].hands] == ["bust", "live"]
+    refused(r, DecisionRefused, "R-C6", lambda: r.even_money("P1", 1),
+            match="Box 1 does not hold a natural: it was split")
+
+
 def test_a_lone_player_whose_second_box_was_withdrawn_is_not_dealt() -> None:
     r = table("TS 9H 7D 6S 7C").bet("P1", 1).bet("P1", 2)
     r._log(r.m.withdraw_stake("P1", 2))
@@ -315,6 +335,16 @@ def test_a_split_hand_waiting_for_its_turn_is_told_so_not_that_it_never_may(play
     r = two_boxes("8S 9H 7D 8H 9C 2D").split("P1", 1)
     refused(r, NotYourTurn, "R-C3", lambda: getattr(r, play)("P1", 1, 1),
             match="hand 0 plays first")
+
+
+@pytest.mark.parametrize(("play", "said"), [("double", "This game has no doubling"),
+                                            ("split", "This game has no splitting")])
+def test_a_play_the_game_does_not_have_is_said_so_before_the_turn(play: str, said: str) -> None:
+    # "It is not this box's turn" invited a player to wait for a play no turn would allow.
+    rules = CASINO.evolve(name="plain", double=False, split=False)
+    r = Watched(rules, "8S 8H 7D 9S 8C").bet("P1", 1).bet("P2", 2).deal()
+    refused(r, DecisionRefused, "R-C2" if play == "double" else "R-C3",
+            lambda: getattr(r, play)("P2", 2), match=said)
 
 
 def test_a_double_while_a_co_bettor_must_answer_is_refused_naming_the_answer() -> None:
