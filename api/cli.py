@@ -553,15 +553,19 @@ def keys() -> None:
 @keys.command("create")
 @click.option("--name", required=True, help="the key holder, recorded as actor")
 @click.option("--role", required=True, type=click.Choice(ROLES))
+@click.option("--as-recorded", is_flag=True,
+              help="take the name as it is: a holder named before names were checked (a full-"
+                   "width letter, a ligature ...), given a new key, keeps the name the record "
+                   "knows")
 @_keys_file_option()
-def keys_create(name: str, role: str, keys_file: Path | None) -> None:
+def keys_create(name: str, role: str, as_recorded: bool, keys_file: Path | None) -> None:
     """Create a key: its hash goes to the key file, the key is printed once."""
     path = keys_file or default_keys_file(os.environ)
     beside = _environment_keys()
     if any(key.name == name for key in beside):
         # The server would refuse the file (one holder per name), keeping the keys it had.
         raise click.ClickException(f"PITBOSS_KEYS already names {name}: choose another name")
-    key = append_key(path, name, role)
+    key = append_key(path, name, role, as_recorded=as_recorded)
     _warn_of_a_clash(path, beside)
     article = "an" if role[0] in "aeiou" else "a"
     click.echo(f"created {article} {role} key for {name} in {path}; it is shown only now:",

@@ -1379,16 +1379,11 @@ class GameLedger(Application[UUID]):
             raise _no_account(player) from None
 
     def _check_rules_in_force(self, rules: RuleSet) -> None:
-        """``_check_rule_set``, for rules not recorded already under their name and version
-        with this content: those are put in force as recorded (checked when first recorded, or
-        by an earlier version of the ledger: a name recorded before stays usable)."""
-        try:
-            record = self._get(RuleSetRecord, ids.rule_set_id(rules.name, rules.version),
-                               "rule set")
-        except NotFound:
-            _check_rule_set(rules)
-            return
-        if record.rules_hash != rules.content_hash:
+        """``_check_rule_set``, for rules whose name and version are not recorded yet: those
+        recorded are put in force as recorded (checked when first recorded, or by an earlier
+        version of the ledger: a name recorded before stays usable), or refused as standing
+        for other rules (R-S1, ``_name_and_version``)."""
+        if not self._exists(ids.rule_set_id(rules.name, rules.version)):
             _check_rule_set(rules)
 
     def _name_and_version(self, rules: RuleSet, table: Table, actor: str, request_id: str, *,

@@ -37,22 +37,23 @@ _INVISIBLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1
               (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
               (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
 
-# Characters Unicode keeps only to stand for another in another width, font or shape, which
-# look like it: "Table 7" with a full-width 7, a mathematical bold letter, a circled or squared
-# one, small and vertical forms, an Arabic letter's contextual form (by their decomposition's
-# tag, UnicodeData.txt), and the Latin and Armenian ligatures (a "ﬁ" in "Surﬁne"). Not every
-# compatibility character (NFKC) is one: Thai SARA AM (U+0E33), the ordinal indicators of
-# "Nº 3" and "1ª", superscripts, are how words are written.
-_LOOKALIKE_TAGS = frozenset({"<wide>", "<narrow>", "<font>", "<circle>", "<square>", "<small>",
-                             "<vertical>", "<initial>", "<medial>", "<final>", "<isolated>"})
-_LIGATURES = ((0xFB00, 0xFB06), (0xFB13, 0xFB17))
+# Characters Unicode keeps only to stand for another (compatibility characters: NFKC maps them),
+# which look like what they stand for: "Table 7" with a full-width 7, a mathematical bold or
+# circled letter, an Arabic letter's contextual form, a ligature ("ﬁ", "Ĳ"), a Roman numeral,
+# a non-breaking hyphen. Not those that are how words are written: superscripts (the ordinal
+# indicators of "Nº 3" and "1ª", "™"), subscripts and fractions, which look otherwise, the
+# Thai and Lao vowels and letters a keyboard types (SARA AM, U+0E33; U+0EB3, U+0EDC, U+0EDD),
+# and the Hangul letters a Korean keyboard types alone (U+3131 to U+318E).
+_WRITTEN_TAGS = frozenset({"<super>", "<sub>", "<fraction>"})
+_WRITTEN = frozenset("\u0e33\u0eb3\u0edc\u0edd") | {chr(c) for c in range(0x3131, 0x318F)}
+
 
 # How a new name is written, as every description of one says it (a refusal says what is
 # wrong with the name in hand: ``unwritten``).
 WRITTEN_ONE_WAY: Final = ("in composed form (Unicode NFC), not starting with an accent, with "
                           "no character that shows nothing and none that stands for another "
-                          "in another width, font or shape (a full-width letter or digit, a "
-                          "ligature such as ﬁ)")
+                          "and looks like it (a full-width letter or digit, a ligature such "
+                          "as ﬁ, a Roman numeral)")
 
 
 def invisible_in(name: str) -> str | None:
@@ -60,12 +61,14 @@ def invisible_in(name: str) -> str | None:
     return next((c for c in name if any(lo <= ord(c) <= hi for lo, hi in _INVISIBLE)), None)
 
 
+def _lookalike(c: str) -> bool:
+    return (c not in _WRITTEN and unicodedata.normalize("NFKC", c) != c
+            and unicodedata.decomposition(c).split(" ", 1)[0] not in _WRITTEN_TAGS)
+
+
 def lookalike_in(name: str) -> str | None:
-    """The first character of ``name`` that stands for another in another width, font or
-    shape (``_LOOKALIKE_TAGS``, ``_LIGATURES``), if any."""
-    return next((c for c in name
-                 if unicodedata.decomposition(c).split(" ", 1)[0] in _LOOKALIKE_TAGS
-                 or any(lo <= ord(c) <= hi for lo, hi in _LIGATURES)), None)
+    """The first character of ``name`` that stands for another and looks like it, if any."""
+    return next((c for c in name if _lookalike(c)), None)
 
 
 def unwritten(what: str, name: str) -> str | None:
@@ -79,11 +82,12 @@ def unwritten(what: str, name: str) -> str | None:
                 f"({unicodedata.name(hidden, 'unnamed')}) does: the name would look the same "
                 "without it")
     alias = lookalike_in(name)
-    if alias is not None:
-        plain = unicodedata.normalize("NFKC", alias)
-        return (f"a {what} holds no character standing for another in another width, font or "
-                f"shape, as U+{ord(alias):04X} ({unicodedata.name(alias, 'unnamed')}) does: "
-                f"write '{plain}'")
+    if alias is not None:  # the name to write: each such character as what it stands for
+        plain = unicodedata.normalize("NFC", "".join(
+            unicodedata.normalize("NFKC", c) if _lookalike(c) else c for c in name))
+        return (f"a {what} holds no character standing for another that looks like it, as "
+                f"U+{ord(alias):04X} ({unicodedata.name(alias, 'unnamed')}) does: write "
+                f"'{plain}'")
     if unicodedata.normalize("NFC", name) != name or (name and unicodedata.combining(name[0])):
         return f"a {what} is written in composed form (Unicode NFC) and does not start with an " \
                "accent"

@@ -175,8 +175,8 @@ def test_a_key_file_is_read_again_when_it_changes(tmp_path, database):
     ("ann\u034f", "holds no character that shows nothing, as U+034F"),
     ("Cafe\u0301", "is written in composed form"),
     ("\u3164", "holds no character that shows nothing, as U+3164"),
-    ("Jefe \uff11", "holds no character standing for another in another width, font or "
-                    "shape, as U+FF11 (FULLWIDTH DIGIT ONE) does: write '1'")])
+    ("Jefe \uff11", "holds no character standing for another that looks like it, as U+FF11 "
+                    "(FULLWIDTH DIGIT ONE) does: write 'Jefe 1'")])
 def test_a_new_key_name_is_written_one_way_only(tmp_path, name, why):
     # It names the actor of every event its key records, as a player's name names a player;
     # the refusal names the character at fault, as a table name's does.
@@ -184,6 +184,27 @@ def test_a_new_key_name_is_written_one_way_only(tmp_path, name, why):
     with pytest.raises(KeyConfigError, match=f"^a new key name {re.escape(why)}"):
         append_key(path, name, "dealer")
     assert not path.exists()
+
+
+def test_a_holder_named_before_names_were_checked_gets_a_new_key_as_recorded(tmp_path):
+    # Revoked to be given a new key (a key leaked, a role changed), "\ufb01nance" could not
+    # have one under the name the record knows as the actor of its events.
+    path = tmp_path / "keys.jsonl"
+    runner = CliRunner()
+    refused = runner.invoke(main, ["keys", "create", "--name", "\ufb01nance", "--role",
+                                   "cashier", "--file", str(path)])
+    assert refused.exit_code == 1
+    assert "pitboss keys create --as-recorded" in refused.output
+    made = runner.invoke(main, ["keys", "create", "--name", "\ufb01nance", "--role", "cashier",
+                                "--as-recorded", "--file", str(path)])
+    assert made.exit_code == 0, made.output
+    holder = KeyRing(path=path).find(made.stdout.strip())
+    assert holder is not None
+    assert holder.name == "\ufb01nance"
+    # A name the file holds already is said so first, as recorded or not.
+    again = runner.invoke(main, ["keys", "create", "--name", "\ufb01nance", "--role", "cashier",
+                                 "--file", str(path)])
+    assert "already has a key named" in again.output
 
 
 def test_an_empty_key_name_is_refused_in_a_sentence(tmp_path):
