@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from typing import Any, BinaryIO, Final
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode, urlsplit
 
 RETRIES_MAX: Final = 3
 RETRY_PAUSE_S: Final = 0.1  # the first pause after a lost connection; each one doubles
@@ -68,13 +68,21 @@ class Client:
     def __init__(self, url: str, key: str, *, timeout_s: float = TIMEOUT_S) -> None:
         parts = urlsplit(url)
         # Shown in every error: a user and password written in it (which the API does not
-        # read: it takes a key) are left out.
-        self.url = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1])).rstrip("/")
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        # read: it takes a key) are left out, whatever they hold.
+        self.url = (url if "@" not in url
+                    else f"{parts.scheme}://{url.rsplit('@', 1)[-1]}").rstrip("/")
+        if "@" in url and "@" not in parts.netloc:  # a '/', '?' or '#' in them cut the host
+            raise ValueError(f"not an http(s) URL: {self.url!r} (its user and password, left "
+                             "out here, hold a '/', '?' or '#' not percent-encoded)")
+        try:
+            port = parts.port
+        except ValueError:  # its words would quote the port as written
+            port = -1
+        if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
             raise ValueError(f"not an http(s) URL: {self.url!r}")
         self._https = parts.scheme == "https"
         self._host = parts.hostname
-        self._port = parts.port or (443 if self._https else 80)
+        self._port = port or (443 if self._https else 80)
         self._prefix = parts.path.rstrip("/")
         self._key = key
         self._timeout_s = timeout_s
