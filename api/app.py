@@ -82,7 +82,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     :class:`~api.database.DatabaseSettings` (the tests pass theirs); otherwise the database is
     resolved from the environment here, which may start the embedded server.
     """
-    app = Flask("api")
+    app = Flask("api", static_folder=None)  # it serves no files: no /static route
     # A path is taken as written: werkzeug would answer "//" with a 308 to the merged path,
     # built from the request's Host header, and read a version's digits in any script.
     app.url_map.merge_slashes = False
