@@ -172,9 +172,10 @@ class GamingDay:
 
 def _zone_clock(name: str) -> tuple[object, ...] | None:
     """What the compiled rules of time zone ``name`` (where ``zoneinfo`` finds them) say of its
-    clock: its transitions, the offset and daylight flag of each, and the rule for the years
-    after them, but not the abbreviations, which differ between zones that keep one time
-    (``UTC`` and ``GMT``). None where they cannot be read."""
+    clock from 1970 on, the years a ledger can hold: each transition, the offset and daylight
+    flag it brings, and the rule for the years after them, but not the abbreviations, which
+    differ between zones that keep one time (``UTC`` and ``GMT``), nor their clocks before
+    (Monaco kept Paris time from 1945). None where they cannot be read."""
     data = None
     for root in zoneinfo.TZPATH:
         path = Path(root, name)
@@ -188,7 +189,7 @@ def _zone_clock(name: str) -> tuple[object, ...] | None:
             return None
     try:
         return _tzif_clock(data)
-    except (ValueError, struct.error):
+    except (ValueError, IndexError, struct.error):
         return None
 
 
@@ -210,8 +211,12 @@ def _tzif_clock(data: bytes) -> tuple[object, ...]:
         second = 44 + size(found, 4)
         found, at, width = counts(second), second + 44, 8
     time, types = found[3], found[4]
+    times = struct.unpack(f">{time}{'q' if width == 8 else 'l'}", data[at:at + time * width])
+    kinds = data[at + time * width:at + time * (width + 1)]
     infos = data[at + time * (width + 1):at + time * (width + 1) + types * 6]
-    offsets = tuple(struct.unpack(">lB", infos[i:i + 5]) for i in range(0, len(infos), 6))
+    offsets = [struct.unpack(">lB", infos[i:i + 5]) for i in range(0, len(infos), 6)]
+    before = [offsets[k] for t, k in zip(times, kinds, strict=True) if t < 0]
+    since = tuple((t, offsets[k]) for t, k in zip(times, kinds, strict=True) if t >= 0)
     after = data[at + size(found, width):].strip() if width == 8 else b""
-    return (data[at:at + time * (width + 1)], offsets,
+    return (before[-1] if before else offsets[0], since,
             re.sub(rb"<[^>]*>|[A-Za-z]{3,}", b"N", after))

@@ -256,6 +256,8 @@ def test_a_zone_under_another_name_is_the_same_gaming_day(week: Week, env: Env,
         GamingDay("America/New_York", time(6)))  # another zone, the same offsets today
     # Two zones that keep one clock under other abbreviations count the same days too.
     assert GamingDay("GMT", time(6)).counts_as(GamingDay("UTC", time(6)))
+    # And two that kept one clock since 1970, the years a ledger holds, though not before.
+    assert GamingDay("Europe/Monaco", time(6)).counts_as(GamingDay("Europe/Paris", time(6)))
     assert not GamingDay("Europe/London", time(6)).counts_as(GamingDay("UTC", time(6)))
 
 
