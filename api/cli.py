@@ -453,6 +453,8 @@ def project(batch_size: int, poll_interval_s: float) -> None:
                    "otherwise (every day's figures move)")
 def rebuild(name: str, batch_size: int, new_gaming_day: bool) -> None:
     """Rebuild projection NAME from event zero into fresh tables and swap it in."""
+    if new_gaming_day and name != "table_days":  # said, not taken for done
+        raise click.UsageError(f"--new-gaming-day is for table_days; {name} counts no days")
     settings = _answering_database(existing=True)
     with _database_ledger(settings):  # nothing to rebuild from: it would make the tables
         pass

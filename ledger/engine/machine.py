@@ -390,10 +390,19 @@ class RoundMachine:
             return "No stake has been placed; there is nothing to deal."
         need = self.rules.min_boxes_lone_player
         if len(players) == 1 and len(self.boxes) < need:
-            if self.limits.boxes < need:  # told to do what the table cannot hold
+            lim = self.limits
+            if lim.boxes < need:  # told to do what the table cannot hold
+                if lim.boxes > 1 or (self.rules.bettors_per_box > 1
+                                     and lim.table_max >= 2 * lim.table_min):
+                    return (f"{players[0]} is the only player, who must play at least {need} "
+                            f"boxes, and this table has {lim.boxes}: another player must "
+                            "stake before the cards are dealt.")
+                # Opened so before tables were checked for it (R-C8): no second stake fits.
                 return (f"{players[0]} is the only player, who must play at least {need} "
-                        f"boxes, and this table has {self.limits.boxes}: another player must "
-                        "stake before the cards are dealt.")
+                        f"boxes, at a table of one box that takes no second stake (its "
+                        f"maximum of {lim.table_max} against its minimum of {lim.table_min}, "
+                        f"or its rules): no round can be dealt here until a manager gives the "
+                        "table other limits or rules.")
             return (f"{players[0]} is the only player and must play at least {need} boxes "
                     "before the cards are dealt.")
         return ""

@@ -1898,3 +1898,7 @@ def test_rebuild_swaps_in_a_fresh_view_and_positions_show_no_lag(make_app, datab
     assert all(row[-1] == "0" for row in rows)  # nothing behind the ledger
     unknown = CliRunner().invoke(main, ["rebuild", "nope"])
     assert unknown.exit_code == 2
+    # A flag that does nothing for the read model named was taken, and the rebuild said done.
+    flagged = CliRunner().invoke(main, ["rebuild", "balances", "--new-gaming-day"])
+    assert flagged.exit_code == 2
+    assert "--new-gaming-day is for table_days; balances counts no days" in flagged.output

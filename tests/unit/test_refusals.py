@@ -278,6 +278,16 @@ def test_even_money_on_a_split_box_is_refused_as_a_split_box_whatever_its_first_
             match="Box 1 does not hold a natural: it was split")
 
 
+def test_a_lone_player_at_a_one_box_table_no_second_stake_fits_is_told_no_round_can_be_dealt(
+        ) -> None:
+    # Opened before such tables were refused: "another player must stake" sent the dealer to a
+    # stake over the table maximum, then to one below its minimum.
+    r = table("TS 9H 7D 6S 7C", limits=TableLimits(boxes=1, table_min=10, table_max=15))
+    r.bet("P1", 1)
+    refused(r, DealRefused, "R-C8", lambda: r.deal(),
+            match="takes no second stake .* no round can be dealt here until a manager")
+
+
 def test_a_lone_player_whose_second_box_was_withdrawn_is_not_dealt() -> None:
     r = table("TS 9H 7D 6S 7C").bet("P1", 1).bet("P1", 2)
     r._log(r.m.withdraw_stake("P1", 2))
