@@ -69,6 +69,9 @@ _STATUS_RULE = {BUST: "R-G3", SURRENDERED: "R-C1", FORFEITED: "R-W2"}
 
 # The rule setting that puts a play in the game at all.
 _IN_GAME = {Play.DOUBLE: "double", Play.SPLIT: "split"}
+_WINDOW_CLOSED = ("The surrender window has closed: a card has left the shoe since the deal.",
+                  "R-X3")
+_SPLIT_OR_DOUBLED = ("A box cannot be surrendered after a split or a double.", "R-C1")
 
 
 def _finished(h: Hand) -> tuple[str, str]:
@@ -360,11 +363,10 @@ class RoundMachine:
 
     def _require_betting_change(self) -> None:
         if self._betting_changes_spent():
-            then = ("deal it with the stakes in place, or a manager voids it"
-                    if self.boxes and not self._deal_refusal() else
-                    "no stake is left on it: a manager voids it" if not self.boxes else
-                    f"its stakes cannot be dealt ({self._deal_refusal().rstrip('.')}): a "
-                    "manager voids it")
+            undealt = self._deal_refusal()
+            then = ("no stake is left on it: a manager voids it" if not self.boxes else
+                    f"its stakes cannot be dealt ({undealt.rstrip('.')}): a manager voids it"
+                    if undealt else "deal it with the stakes in place, or a manager voids it")
             # A limit on requests (no rule of RULES.md states it): no rule cited.
             raise BetRefused(f"This round has taken {BETTING_CHANGES_MAX} stakes placed and "
                              f"withdrawn, the most one round takes: {then}.")
@@ -700,9 +702,7 @@ class RoundMachine:
             return "This game has no surrender.", "R-C1"
         hand = b.hands[0]
         if b.was_split:  # its first hand's standing is not the box's; cards left the shoe
-            return (("The surrender window has closed: a card has left the shoe since the "
-                     "deal."), "R-X3") if not self.window_open else (
-                "A box cannot be surrendered after a split or a double.", "R-C1")
+            return _WINDOW_CLOSED if not self.window_open else _SPLIT_OR_DOUBLED
         if hand.status != LIVE:
             return f"Box {b.number} is already {hand.status}.", _STATUS_RULE[hand.status]
         if WILD in hand.cards:
@@ -710,12 +710,11 @@ class RoundMachine:
         if hand.stood:
             return "Standing is final: a box that stood cannot surrender.", "R-X3"
         if not self.window_open:
-            return ("The surrender window has closed: a card has left the shoe since the "
-                    "deal."), "R-X3"
+            return _WINDOW_CLOSED
         if self.upcard is not None and is_ace(self.upcard):
             return "Surrender is not allowed when the dealer's upcard is an ace.", "R-C1"
         if hand.doubled:
-            return "A box cannot be surrendered after a split or a double.", "R-C1"
+            return _SPLIT_OR_DOUBLED
         if self.is_natural(b, hand):
             return "A natural cannot be surrendered.", "R-C1"
         if hand_total(hand.cards)[0] == 21:  # two cards, in a game without naturals
