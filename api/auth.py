@@ -242,16 +242,19 @@ def _write_records(path: Path, records: Sequence[dict[str, Any]]) -> None:
 def append_key(path: Path, name: str, role: str, *, as_recorded: bool = False) -> str:
     """Create a key, store its hash in ``path`` (a new file gets mode 0600), and return the key
     (shown once). Its name is written one way only, as a new player's or table's (it names an
-    actor), unless ``as_recorded``: a holder named before that was checked, given a new key,
-    keeps the name the record knows."""
-    why = None if as_recorded else unwritten("new key name", name)
+    actor); ``as_recorded``, it may hold the look-alike characters earlier versions took: a
+    holder so named, given a new key, keeps the name the record knows."""
+    why = unwritten("new key name", name, lookalikes=not as_recorded)
     with _editing(path) as target:
         records = _read_records(target)
         if any(r["name"] == name for r in records):
             raise KeyConfigError(f"{path} already has a key named {name!r}")
         if why is not None:
-            raise KeyConfigError(f"{why}, not {name!r} (a holder named so before names were "
-                                 "checked keeps the name: pitboss keys create --as-recorded)")
+            # The look-alike characters alone were taken before: said only where it applies.
+            hint = (" (a holder named so before such names were refused keeps the name: pitboss "
+                    "keys create --as-recorded)"
+                    if not as_recorded and unwritten("", name, lookalikes=False) is None else "")
+            raise KeyConfigError(f"{why}, not {name!r}{hint}")
         if len(records) >= KEYS_MAX:
             raise KeyConfigError(f"{path} holds {len(records)} keys, the most it may: revoke "
                                  "one (pitboss keys revoke) before creating another")

@@ -37,15 +37,18 @@ _INVISIBLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1
               (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
               (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
 
-# Characters Unicode keeps only to stand for another (compatibility characters: NFKC maps them),
-# which look like what they stand for: "Table 7" with a full-width 7, a mathematical bold or
-# circled letter, an Arabic letter's contextual form, a ligature ("ﬁ", "Ĳ"), a Roman numeral,
-# a non-breaking hyphen. Not those that are how words are written: superscripts (the ordinal
-# indicators of "Nº 3" and "1ª", "™"), subscripts and fractions, which look otherwise, the
-# Thai and Lao vowels and letters a keyboard types (SARA AM, U+0E33; U+0EB3, U+0EDC, U+0EDD),
-# and the Hangul letters a Korean keyboard types alone (U+3131 to U+318E).
-_WRITTEN_TAGS = frozenset({"<super>", "<sub>", "<fraction>"})
-_WRITTEN = frozenset("\u0e33\u0eb3\u0edc\u0edd") | {chr(c) for c in range(0x3131, 0x318F)}
+# Characters Unicode keeps only to stand for another (compatibility characters, which NFKC
+# maps), and which look like what they stand for: in another width, font or shape by their
+# decomposition's tag (UnicodeData.txt): "Table 7" with a full-width 7, a mathematical bold,
+# circled or squared letter, small and vertical forms, an Arabic letter's contextual form; and
+# the ligatures and numerals written as one character: Latin and Armenian presentation
+# ligatures ("ﬁ"), "Ĳ", "ǅ", "Ǉ", "Ǌ", "Ǳ", Roman numerals ("Ⅱ"), and numbers in parentheses or
+# with a full stop ("⑴", "⒈"). Not the other compatibility characters, which are how words are
+# written: "№", "Nº", "™", Armenian "և", Thai SARA AM, the Hangul letters typed alone.
+_LOOKALIKE_TAGS = frozenset({"<wide>", "<narrow>", "<font>", "<circle>", "<square>", "<small>",
+                             "<vertical>", "<initial>", "<medial>", "<final>", "<isolated>"})
+_LOOKALIKE_RANGES = ((0xFB00, 0xFB06), (0xFB13, 0xFB17), (0x0132, 0x0133), (0x01C4, 0x01CC),
+                     (0x01F1, 0x01F3), (0x2160, 0x2188), (0x2474, 0x249B))
 
 
 # How a new name is written, as every description of one says it (a refusal says what is
@@ -62,8 +65,8 @@ def invisible_in(name: str) -> str | None:
 
 
 def _lookalike(c: str) -> bool:
-    return (c not in _WRITTEN and unicodedata.normalize("NFKC", c) != c
-            and unicodedata.decomposition(c).split(" ", 1)[0] not in _WRITTEN_TAGS)
+    return (unicodedata.decomposition(c).split(" ", 1)[0] in _LOOKALIKE_TAGS
+            or any(lo <= ord(c) <= hi for lo, hi in _LOOKALIKE_RANGES))
 
 
 def lookalike_in(name: str) -> str | None:
@@ -71,17 +74,17 @@ def lookalike_in(name: str) -> str | None:
     return next((c for c in name if _lookalike(c)), None)
 
 
-def unwritten(what: str, name: str) -> str | None:
+def unwritten(what: str, name: str, *, lookalikes: bool = True) -> str | None:
     """Why ``name``, given to a new ``what``, is not written one way only (``WRITTEN_ONE_WAY``),
     as a sentence without its full stop; None if it is. Ids are made from names, and "Café"
     written two ways, or "Table 7" with a full-width 7, would name two tables that look the
-    same."""
+    same. ``lookalikes`` False: not the look-alike characters, which earlier versions took."""
     hidden = invisible_in(name)
     if hidden is not None:
         return (f"a {what} holds no character that shows nothing, as U+{ord(hidden):04X} "
                 f"({unicodedata.name(hidden, 'unnamed')}) does: the name would look the same "
                 "without it")
-    alias = lookalike_in(name)
+    alias = lookalike_in(name) if lookalikes else None
     if alias is not None:  # the name to write: each such character as what it stands for
         plain = unicodedata.normalize("NFC", "".join(
             unicodedata.normalize("NFKC", c) if _lookalike(c) else c for c in name))

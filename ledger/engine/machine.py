@@ -349,10 +349,21 @@ class RoundMachine:
         cap = self.betting_changes_max
         return cap is not None and self.facts >= cap  # only stakes placed and withdrawn so far
 
+    def _never_dealt(self) -> bool:
+        """No round can be dealt under these limits: a player alone must play more boxes than
+        the table has, and its one box takes no second stake (R-C8; a table is no longer
+        opened so)."""
+        lim = self.limits
+        return lim.boxes < self.rules.min_boxes_lone_player and lim.boxes == 1 and not (
+            self.rules.bettors_per_box > 1 and lim.table_max >= 2 * lim.table_min)
+
     def to_finish(self) -> str:
         """What finishes the round from here (one still in play), as a refusal to go past it
         says."""
         if self.phase == BETTING:
+            if self._never_dealt():
+                return ("a manager voids it (no round can be dealt under the limits it started "
+                        "with)")
             if self._betting_changes_spent() and (not self.boxes or self._deal_refusal()):
                 return ("a manager voids it (it takes no more stakes placed or withdrawn, and "
                         "has none to deal)")
@@ -392,19 +403,23 @@ class RoundMachine:
             return "No stake has been placed; there is nothing to deal."
         need = self.rules.min_boxes_lone_player
         if len(players) == 1 and len(self.boxes) < need:
-            lim = self.limits
+            lim, alone = self.limits, f"{players[0]} is the only player, who must play at " \
+                f"least {need} boxes,"
             if lim.boxes < need:  # told to do what the table cannot hold
-                if lim.boxes > 1 or (self.rules.bettors_per_box > 1
-                                     and lim.table_max >= 2 * lim.table_min):
-                    return (f"{players[0]} is the only player, who must play at least {need} "
-                            f"boxes, and this table has {lim.boxes}: another player must "
-                            "stake before the cards are dealt.")
-                # Opened so before tables were checked for it (R-C8): no second stake fits.
-                return (f"{players[0]} is the only player, who must play at least {need} "
-                        f"boxes, at a table of one box that takes no second stake (its "
-                        f"maximum of {lim.table_max} against its minimum of {lim.table_min}, "
-                        f"or its rules): no round can be dealt here until a manager gives the "
-                        "table other limits or rules.")
+                if self._never_dealt():  # opened so before tables were checked for it
+                    return (f"{alone} at a table of one box that takes no second stake (its "
+                            f"maximum of {lim.table_max} against its minimum of "
+                            f"{lim.table_min}, or its rules): no round can be dealt under the "
+                            "limits this one started with; a manager voids it, and gives the "
+                            "table other limits or rules for the next.")
+                staked = sum(self.boxes[min(self.boxes)].initial.values())
+                if lim.boxes == 1 and lim.table_max - staked < lim.table_min:
+                    return (f"{alone} and this table has 1, whose maximum of {lim.table_max} "
+                            f"his stakes of {staked} leave no room for another player's "
+                            f"minimum of {lim.table_min}: he lowers them (withdraws and stakes "
+                            "again) before the cards are dealt.")
+                return (f"{alone} and this table has {lim.boxes}: another player must stake "
+                        "before the cards are dealt.")
             return (f"{players[0]} is the only player and must play at least {need} boxes "
                     "before the cards are dealt.")
         return ""
@@ -488,10 +503,10 @@ class RoundMachine:
         b = self.box(box)
         if player != b.owner:
             raise NotTheOwner(f"Only the box owner, {b.owner}, may surrender box {box}.", "R-C4")
-        self._require_no_pending()
         reason, rule = self._surrender_refusal(b)
-        if reason:
+        if reason:  # before an answer awaited: "this game has no surrender" stays so
             raise DecisionRefused(reason, rule)
+        self._require_no_pending()
         self._begin()
         self._emit(f.BoxSurrendered(player=player, box=box))
         hand = b.hands[0]
@@ -506,10 +521,10 @@ class RoundMachine:
         """R-C5, R-X6: one insurance bet, up to half the player's initial stakes."""
         self._require_phase(PLAYING)
         _check_amount(amount, self.limits.min_unit)
-        self._require_no_pending()
         reason, rule = self._insurance_refusal(bettor)
-        if reason:
+        if reason:  # before an answer awaited, as a surrender's
             raise DecisionRefused(reason, rule)
+        self._require_no_pending()
         cap, chip = self._insurance_cap(bettor), self.limits.min_chip
         if amount > cap or cap < chip:
             stakes, unit = self.stakes_of(bettor), self.limits.min_unit
@@ -531,10 +546,10 @@ class RoundMachine:
     def take_even_money(self, bettor: str, box: int) -> list[f.Fact]:
         """R-C6: a natural against an ace is paid 1:1 at once, if the bettor asks."""
         self._require_phase(PLAYING)
-        self._require_no_pending()
         reason, rule = self._even_money_refusal(bettor, box)
-        if reason:
+        if reason:  # before an answer awaited, as a surrender's
             raise DecisionRefused(reason, rule)
+        self._require_no_pending()
         held = self.open_stakes[(f.MAIN, bettor, box, 0)]
         won, rest = payout(held, (1, 1), self.limits.min_unit)
         self._begin()
@@ -639,12 +654,11 @@ class RoundMachine:
                               "R-C4")
         # A co-bettor's answer awaited, or another hand's turn, first: a hand waiting for its
         # turn (a split hand with one card) was refused a double as if it never could be.
+        if refusal is not None and not getattr(self.rules, _IN_GAME.get(play, ""), True):
+            reason, rule = refusal(b, h)  # "this game has no doubling": no answer or turn
+            raise DecisionRefused(reason, rule)  # will change it
         self._require_no_pending()
         t = self.turn()
-        if t != (box, hand) and not h.done and refusal is not None \
-                and not getattr(self.rules, _IN_GAME.get(play, ""), True):
-            reason, rule = refusal(b, h)  # "this game has no doubling": no turn will change it
-            raise DecisionRefused(reason, rule)
         if t != (box, hand) and not h.done:
             whose = "box's" if t is not None and t[0] != box else "hand's"
             raise NotYourTurn(f"It is not this {whose} turn: box {t[0] if t else '-'}, hand "

@@ -285,7 +285,18 @@ def test_a_lone_player_at_a_one_box_table_no_second_stake_fits_is_told_no_round_
     r = table("TS 9H 7D 6S 7C", limits=TableLimits(boxes=1, table_min=10, table_max=15))
     r.bet("P1", 1)
     refused(r, DealRefused, "R-C8", lambda: r.deal(),
-            match="takes no second stake .* no round can be dealt here until a manager")
+            match="takes no second stake .* no round can be dealt under the limits this one "
+                  "started with; a manager voids it")
+    assert r.m.to_finish().startswith("a manager voids it")  # a round keeps its limits
+
+
+def test_a_lone_player_whose_stake_leaves_no_room_for_a_second_is_told_to_lower_it() -> None:
+    # "Another player must stake": 10 was over the box's maximum, 5 below the table minimum.
+    r = table("TS 9H 7D 6S 7C", limits=TableLimits(boxes=1, table_min=10, table_max=100))
+    r.bet("P1", 1, 95)
+    refused(r, DealRefused, "R-C8", lambda: r.deal(),
+            match="his stakes of 95 leave no room for another player's minimum of 10: he "
+                  "lowers them")
 
 
 def test_a_lone_player_whose_second_box_was_withdrawn_is_not_dealt() -> None:
@@ -355,6 +366,24 @@ def test_a_play_the_game_does_not_have_is_said_so_before_the_turn(play: str, sai
     r = Watched(rules, "8S 8H 7D 9S 8C").bet("P1", 1).bet("P2", 2).deal()
     refused(r, DecisionRefused, "R-C2" if play == "double" else "R-C3",
             lambda: getattr(r, play)("P2", 2), match=said)
+
+
+@pytest.mark.parametrize(("play", "said", "rule"), [
+    ("double", "This game has no doubling", "R-C2"),
+    ("surrender", "This game has no surrender", "R-C1"),
+    ("insure", "This game has no insurance", "R-C5")])
+def test_a_play_the_game_lacks_is_said_so_while_an_answer_is_awaited(play: str, said: str,
+                                                                    rule: str) -> None:
+    # "P2 must first answer the owner's split on box 1" sent P4 to wait for a play no answer
+    # would allow.
+    rules = CASINO.evolve(name="plain", double=False, surrender=False, insurance=False,
+                          even_money=False)
+    r = Watched(rules, "8S 9H AD 8H 9C 2D").bet("P1", 1).bet("P2", 1).bet("P4", 2).deal()
+    r.split("P1", 1)
+    assert r.m.pending is not None
+    action = {"double": lambda: r.double("P4", 2), "surrender": lambda: r.surrender("P4", 2),
+              "insure": lambda: r.insure("P4", 5)}[play]
+    refused(r, DecisionRefused, rule, action, match=said)
 
 
 def test_a_double_while_a_co_bettor_must_answer_is_refused_naming_the_answer() -> None:
