@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from typing import Any, BinaryIO, Final
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 RETRIES_MAX: Final = 3
 RETRY_PAUSE_S: Final = 0.1  # the first pause after a lost connection; each one doubles
@@ -67,13 +67,17 @@ class Client:
 
     def __init__(self, url: str, key: str, *, timeout_s: float = TIMEOUT_S) -> None:
         parts = urlsplit(url)
+        if "@" in url.replace(parts.netloc, "", 1):
+            # A user and password holding a '/', '?' or '#' not percent-encoded (the host then
+            # read from them), or an '@' in the path: which, cannot be told, so nothing of it
+            # is shown.
+            raise ValueError(f"not an http(s) URL pitboss can read ({parts.scheme}://…): it "
+                             "holds an '@' after its host (in a user and password, which the "
+                             "API does not take, percent-encode any '/', '?' or '#'; or leave "
+                             "them out)")
         # Shown in every error: a user and password written in it (which the API does not
-        # read: it takes a key) are left out, whatever they hold.
-        self.url = (url if "@" not in url
-                    else f"{parts.scheme}://{url.rsplit('@', 1)[-1]}").rstrip("/")
-        if "@" in url and "@" not in parts.netloc:  # a '/', '?' or '#' in them cut the host
-            raise ValueError(f"not an http(s) URL: {self.url!r} (its user and password, left "
-                             "out here, hold a '/', '?' or '#' not percent-encoded)")
+        # read: it takes a key) are left out.
+        self.url = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1])).rstrip("/")
         try:
             port = parts.port
         except ValueError:  # its words would quote the port as written

@@ -245,10 +245,10 @@ def test_an_api_that_does_not_answer_is_named_with_its_url(unused_port):
     with pytest.raises(ValueError, match=re.escape("not an http(s) URL: 'htp://127.0.0.1:1'")):
         Client("htp://ann:s3cret@127.0.0.1:1", "pbk_x")  # nor where it is refused
     for cut in ("s3#cret", "s3/cret", "s3?cret"):  # nor any part of one that does not parse
-        with pytest.raises(ValueError, match="not an http") as refused:
+        with pytest.raises(ValueError, match="holds an '@' after its host") as refused:
             Client(f"http://ann:{cut}@127.0.0.1:1", "pbk_x")
         assert "s3" not in str(refused.value)
-        assert "http://127.0.0.1:1" in str(refused.value)
+        assert "ann" not in str(refused.value)
 
 
 def test_an_api_that_does_not_speak_tls_is_named_with_its_url():
