@@ -214,9 +214,19 @@ def _tzif_clock(data: bytes) -> tuple[object, ...]:
     times = struct.unpack(f">{time}{'q' if width == 8 else 'l'}", data[at:at + time * width])
     kinds = data[at + time * width:at + time * (width + 1)]
     infos = data[at + time * (width + 1):at + time * (width + 1) + types * 6]
-    offsets = [struct.unpack(">lB", infos[i:i + 5]) for i in range(0, len(infos), 6)]
+    # The offset alone (Dublin flags its winter time as daylight, London its summer time) ...
+    offsets = [struct.unpack(">l", infos[i:i + 4])[0] for i in range(0, len(infos), 6)]
     before = [offsets[k] for t, k in zip(times, kinds, strict=True) if t < 0]
-    since = tuple((t, offsets[k]) for t, k in zip(times, kinds, strict=True) if t >= 0)
-    after = data[at + size(found, width):].strip() if width == 8 else b""
-    return (before[-1] if before else offsets[0], since,
-            re.sub(rb"<[^>]*>|[A-Za-z]{3,}", b"N", after))
+    clock = before[-1] if before else offsets[0]
+    since: list[tuple[int, int]] = []
+    for t, k in zip(times, kinds, strict=True):
+        if t >= 0 and offsets[k] != (since[-1][1] if since else clock):  # ... that changes
+            since.append((t, offsets[k]))
+    # The rule for the years after the last transition, where it matters: a file with
+    # transitions to 2037 says them, and two zones may write one rule two ways.
+    last = since[-1][0] if since else 0
+    after = data[at + size(found, width):].strip() if width == 8 and last < _YEAR_2037 else b""
+    return clock, tuple(since), re.sub(rb"<[^>]*>|[A-Za-z]{3,}", b"N", after)
+
+
+_YEAR_2037 = 2114380800  # 2037-01-01T00:00:00Z, as far as a 32-bit time goes in whole years

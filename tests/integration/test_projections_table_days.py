@@ -258,6 +258,9 @@ def test_a_zone_under_another_name_is_the_same_gaming_day(week: Week, env: Env,
     assert GamingDay("GMT", time(6)).counts_as(GamingDay("UTC", time(6)))
     # And two that kept one clock since 1970, the years a ledger holds, though not before.
     assert GamingDay("Europe/Monaco", time(6)).counts_as(GamingDay("Europe/Paris", time(6)))
+    # Whatever they call daylight time (Dublin its winter), and however they write their rule.
+    assert GamingDay("Europe/Dublin", time(6)).counts_as(GamingDay("Europe/London", time(6)))
+    assert GamingDay("Asia/Riyadh", time(6)).counts_as(GamingDay("Africa/Nairobi", time(6)))
     assert not GamingDay("Europe/London", time(6)).counts_as(GamingDay("UTC", time(6)))
 
 
