@@ -205,6 +205,12 @@ def test_a_holder_named_before_names_were_checked_gets_a_new_key_as_recorded(tmp
     again = runner.invoke(main, ["keys", "create", "--name", "\ufb01nance", "--role", "cashier",
                                  "--file", str(path)])
     assert "already has a key named" in again.output
+    # Only the look-alikes earlier versions took: a character that shows nothing never was.
+    hidden = runner.invoke(main, ["keys", "create", "--name", "admin\u3164", "--role", "manager",
+                                  "--as-recorded", "--file", str(path)])
+    assert hidden.exit_code == 1
+    assert "shows nothing" in hidden.output
+    assert "--as-recorded" not in hidden.output
 
 
 def test_an_empty_key_name_is_refused_in_a_sentence(tmp_path):
