@@ -160,8 +160,9 @@ class GamingDay:
         return f"{self.start:%H:%M} {self.tz_name}"
 
     def counts_as(self, other: GamingDay) -> bool:
-        """Whether the two count the same days: the same start, and one zone under two names
-        (``UTC`` and ``Etc/UTC``, ``US/Eastern`` and ``America/New_York``) counts as one."""
+        """Whether the two count the same days: the same start, and zones that have kept one
+        clock since 1970 count as one (``UTC``, ``Etc/UTC`` and ``GMT``; ``US/Eastern`` and
+        ``America/New_York``; ``Europe/Dublin`` and ``Europe/London``)."""
         if self.start != other.start:
             return False
         if self.tz_name == other.tz_name:
@@ -172,10 +173,10 @@ class GamingDay:
 
 def _zone_clock(name: str) -> tuple[object, ...] | None:
     """What the compiled rules of time zone ``name`` (where ``zoneinfo`` finds them) say of its
-    clock from 1970 on, the years a ledger can hold: each transition, the offset and daylight
-    flag it brings, and the rule for the years after them, but not the abbreviations, which
-    differ between zones that keep one time (``UTC`` and ``GMT``), nor their clocks before
-    (Monaco kept Paris time from 1945). None where they cannot be read."""
+    clock from 1970 on, the years a ledger can hold: the offset then, each change of it, and
+    the rule for the years after them; not the abbreviations, which differ between zones that
+    keep one time (``UTC`` and ``GMT``), nor their clocks before (Monaco kept Paris time from
+    1945). None where they cannot be read."""
     data = None
     for root in zoneinfo.TZPATH:
         path = Path(root, name)
