@@ -1715,7 +1715,7 @@ def test_serve_plays_tables_side_by_side_on_threaded_workers(database, postgres_
         (error,) = stopped
         assert "fewer chips available" in str(error)
         rounds = {table.name: len(table.rounds) for table in error.tables}
-        assert 0 < rounds[f"sim-{playing}"] < 2000
+        assert rounds[f"sim-{playing}"] < 2000  # none, if its first had not started yet
         # A client gone quiet mid-request held its thread for good, with no answer.
         head = (f"POST /accounts/P1/buy-in HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
                 f"{keys['cashier']}\r\nIdempotency-Key: stalled\r\nContent-Type: "
