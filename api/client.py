@@ -77,12 +77,13 @@ class Client:
                              "them out)")
         # Shown in every error: a user and password written in it (which the API does not
         # read: it takes a key) are left out.
-        self.url = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1])).rstrip("/")
+        self._host_header = parts.netloc.rsplit("@", 1)[-1]
+        self.url = urlunsplit(parts._replace(netloc=self._host_header)).rstrip("/")
         try:
-            port = parts.port
-        except ValueError:  # its words would quote the port as written
-            port = -1
-        if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+            port = parts.port  # its refusal's words would quote the port as written
+        except ValueError:
+            raise ValueError(f"not an http(s) URL: {self.url!r}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {self.url!r}")
         self._https = parts.scheme == "https"
         self._host = parts.hostname
@@ -90,7 +91,6 @@ class Client:
         self._prefix = parts.path.rstrip("/")
         self._key = key
         self._timeout_s = timeout_s
-        self._host_header = parts.netloc.rsplit("@", 1)[-1]
         self._conn: _Connection | None = None
         self._answered = False  # the server has answered this client before
         # The server's own time for the last answer (its Server-Timing header), in ms.

@@ -105,7 +105,7 @@ from ledger.names import (
 )
 from ledger.plays import Play
 from ledger.recent import Recent
-from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash
+from ledger.rules import RuleSet, TableLimits, preset_clash, rules_hash, undealable
 from ledger.sealing import SCHEME, ShoeSealer, SnapshotSigner
 from ledger.shoe import (
     Shoe,
@@ -1383,7 +1383,9 @@ class GameLedger(Application[UUID]):
         recorded are put in force as recorded (checked when first recorded, or by an earlier
         version of the ledger: a name recorded before stays usable), or refused as standing
         for other rules (R-S1, ``_name_and_version``)."""
-        if not self._exists(ids.rule_set_id(rules.name, rules.version)):
+        try:  # lent for the attempt: _name_and_version reads the same copy
+            self._get(RuleSetRecord, ids.rule_set_id(rules.name, rules.version), "rule set")
+        except NotFound:
             _check_rule_set(rules)
 
     def _name_and_version(self, rules: RuleSet, table: Table, actor: str, request_id: str, *,
@@ -1776,20 +1778,16 @@ def _check_rule_set(rules: RuleSet) -> None:
 
 
 def _check_dealable(rules: RuleSet, limits: TableLimits) -> None:
-    """A round can be dealt at the table: R-C8 refuses the deal to a player alone on fewer
-    than ``min_boxes_lone_player`` boxes, so a table of one box is dealt only if two players
-    can share it: bettors may share a box, and its maximum holds two minimum stakes (with
-    two boxes or more, two players can play, one on each)."""
+    """A round can be dealt at the table (``undealable``, R-C8)."""
     need = rules.min_boxes_lone_player
-    if limits.boxes >= need or limits.boxes > 1:
-        return
-    if rules.bettors_per_box == 1:
+    fault = undealable(rules, limits)
+    if fault == "boxes":
         raise RuleSetInvalid("boxes", f"one box of one bettor is one player, who must play at "
                              f"least {need} boxes (R-C8): no round could be dealt; give the "
                              "table more boxes, or rules that let bettors share a box or a "
                              "player alone play one (bettors_per_box, min_boxes_lone_player)",
                              "R-C8")
-    if limits.table_max < 2 * limits.table_min:
+    if fault == "table_max":
         raise RuleSetInvalid("table_max", f"one box whose stakes together are at most "
                              f"{limits.table_max} holds one stake of the minimum "
                              f"{limits.table_min}, so one player, who must play at least "

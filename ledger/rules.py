@@ -211,3 +211,15 @@ def preset(name: str) -> RuleSet:
         return PRESETS[name]
     except KeyError:
         raise RuleSetInvalid("preset", f"'{name}' is not one of {', '.join(PRESETS)}") from None
+
+
+def undealable(rules: RuleSet, limits: TableLimits) -> str | None:
+    """The table limit (``boxes`` or ``table_max``) under which no round can be dealt, if one
+    is: R-C8 deals to a player alone only on ``min_boxes_lone_player`` boxes, so a table of
+    fewer is dealt only when a second player can stake, on a box of his own or one he shares
+    (bettors may share a box, and its maximum holds two minimum stakes)."""
+    if limits.boxes >= rules.min_boxes_lone_player or limits.boxes > 1:
+        return None
+    if rules.bettors_per_box == 1:
+        return "boxes"
+    return "table_max" if limits.table_max < 2 * limits.table_min else None

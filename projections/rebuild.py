@@ -43,7 +43,7 @@ from projections.engine import (
     projection_class,
 )
 from projections.settings import BATCH_SIZE_DEFAULT, GamingDay, ProjectionSetupError
-from projections.table_days import TableDaysView, stored_gaming_day
+from projections.table_days import TableDaysView, built_gaming_day
 
 SWAP_LOCK_TIMEOUT_S = 10
 SWAP_CONNECTIONS_MIN = 3
@@ -132,9 +132,7 @@ def _check_gaming_day(live: TableDaysView, wanted: GamingDay, change: bool,
     """A rebuild of table_days under a gaming day other than the live view's moves every
     day's figures, closed days' included: only when asked (a shell without the service's
     ``PITBOSS_GAMING_DAY_*`` did so unsaid). Said either way."""
-    with live.datastore.transaction(commit=False) as curs:
-        built = (stored_gaming_day(curs, live)
-                 if table_exists(curs, live.qualified("settings")) else None)
+    built = built_gaming_day(live)
     if built is None or built.counts_as(wanted):
         log.info("table_days counts gaming days from %s", wanted.describe())
         return

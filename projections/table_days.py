@@ -48,6 +48,7 @@ from projections.base import (
     known_topics,
     load_rows,
     select_rows,
+    table_exists,
     upsert_rows,
     versioned,
 )
@@ -141,6 +142,13 @@ class TableDaysView(View):
                 round_days=q("round_days"), by_first=Identifier(self.name_of("round_days_first")),
                 settings=q("settings"), tracking=q("tracking"), days=q("days")),
         ]
+
+
+def built_gaming_day(view: View) -> GamingDay | None:
+    """The gaming day ``view``'s tables were built with; None where they are not made yet."""
+    with view.datastore.transaction(commit=False) as curs:
+        return (stored_gaming_day(curs, view)
+                if table_exists(curs, view.qualified("settings")) else None)
 
 
 def stored_gaming_day(curs: Curs, view: View) -> GamingDay:

@@ -32,7 +32,7 @@ from projections.settings import (
     ProjectionSetupError,
     check_batch_size,
 )
-from projections.table_days import TableDaysView, stored_gaming_day
+from projections.table_days import TableDaysView, built_gaming_day
 
 REPORT_INTERVAL_S = 10.0
 BACKOFF_MIN_S = 0.5
@@ -125,9 +125,8 @@ def _check_gaming_day(engine: Engine, env: Mapping[str, str], log: logging.Logge
     wanted = GamingDay.from_env(env)
     for projection in engine.projections:
         if isinstance(projection.view, TableDaysView):
-            with projection.view.datastore.transaction(commit=False) as curs:
-                built = stored_gaming_day(curs, projection.view)
-            if not built.counts_as(wanted):
+            built = built_gaming_day(projection.view)
+            if built is not None and not built.counts_as(wanted):
                 log.warning("table_days counts gaming days from %s, as its tables were built; "
                             "the settings now say %s: `pitboss rebuild table_days "
                             "--new-gaming-day` applies them",

@@ -31,7 +31,7 @@ from ledger.errors import (
 )
 from ledger.names import check_name
 from ledger.plays import Play
-from ledger.rules import AMOUNT_MAX, RuleSet, TableLimits
+from ledger.rules import AMOUNT_MAX, RuleSet, TableLimits, undealable
 
 Draw = Callable[[], tuple[Card, int]]
 Peek = Callable[[int], Card]  # the face of the card dealt from a position, to turn it over
@@ -349,19 +349,11 @@ class RoundMachine:
         cap = self.betting_changes_max
         return cap is not None and self.facts >= cap  # only stakes placed and withdrawn so far
 
-    def _never_dealt(self) -> bool:
-        """No round can be dealt under these limits: a player alone must play more boxes than
-        the table has, and its one box takes no second stake (R-C8; a table is no longer
-        opened so)."""
-        lim = self.limits
-        return lim.boxes < self.rules.min_boxes_lone_player and lim.boxes == 1 and not (
-            self.rules.bettors_per_box > 1 and lim.table_max >= 2 * lim.table_min)
-
     def to_finish(self) -> str:
         """What finishes the round from here (one still in play), as a refusal to go past it
         says."""
         if self.phase == BETTING:
-            if self._never_dealt():
+            if undealable(self.rules, self.limits) is not None:
                 return ("a manager voids it (no round can be dealt under the limits it started "
                         "with)")
             if self._betting_changes_spent() and (not self.boxes or self._deal_refusal()):
@@ -406,7 +398,8 @@ class RoundMachine:
             lim, alone = self.limits, f"{players[0]} is the only player, who must play at " \
                 f"least {need} boxes,"
             if lim.boxes < need:  # told to do what the table cannot hold
-                if self._never_dealt():  # opened so before tables were checked for it
+                # Opened so before tables were checked for it (R-C8, ``undealable``).
+                if undealable(self.rules, lim) is not None:
                     return (f"{alone} at a table of one box that takes no second stake (its "
                             f"maximum of {lim.table_max} against its minimum of "
                             f"{lim.table_min}, or its rules): no round can be dealt under the "

@@ -157,7 +157,7 @@ def test_a_search_time_finer_than_the_record_is_refused_not_cut(http):
     assert said["errors"] == {"started_to": [
         "A time is given to the microsecond at most (6 digits after the second), as the "
         "record keeps it."]}
-    assert http.ok(http.get("/audit/rounds", started_to="2025-01-01T00:00:00.000001Z")) is not None
+    assert "items" in http.ok(http.get("/audit/rounds", started_to="2025-01-01T00:00:00.000001Z"))
 
 
 def test_a_search_time_may_write_its_t_and_z_in_lower_case(http):
