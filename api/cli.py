@@ -17,6 +17,7 @@ import time
 import traceback
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -844,13 +845,14 @@ def _replay_from_database(round_id: UUID) -> tuple[list[dict[str, Any]], str | N
 
 
 @contextmanager
-def _database_ledger(settings: DatabaseSettings | None = None) -> Iterator[GameLedger]:
+def _database_ledger(settings: DatabaseSettings | None = None, *,
+                     shoe_key: bytes | None = None) -> Iterator[GameLedger]:
     """A ledger reading the database directly (as `pitboss db check` finds it, unless
     ``settings`` were found already), creating nothing."""
     settings = settings or _answering_database(existing=True)
     env = ledger_env(settings, os.environ)
     env["CREATE_TABLE"] = "n"
-    ledger = GameLedger(env=env)
+    ledger = GameLedger(env=env, shoe_key=shoe_key)
     try:
         recorder = ledger.recorder
         if isinstance(recorder, LedgerRecorder) and not recorder.table_exists():
@@ -859,6 +861,56 @@ def _database_ledger(settings: DatabaseSettings | None = None) -> Iterator[GameL
         yield ledger
     finally:
         ledger.close()
+
+
+@main.group()
+def shoes() -> None:
+    """Live shoes the shoe key does not open, as a lost key leaves them."""
+
+
+@shoes.command("abandon")
+@click.argument("shoe_ids", nargs=-1, type=click.UUID)
+@click.option("--reason", required=True, help="why, recorded with each shoe")
+@click.option("--by", "actor", required=True, help="who abandons them, recorded as actor")
+def shoes_abandon(shoe_ids: tuple[UUID, ...], reason: str, actor: str) -> None:
+    """List the live shoes the shoe key does not open; abandon those named (SHOE_IDS).
+
+    An abandoned shoe is retired without its reveal: no card is dealt from it again, its
+    table's next round starts a new shoe, and a round in play on it waits for a manager to
+    void it. Its cards can never be checked against its commitment (unless the lost key is
+    found). The shoe key is read, or created, as `pitboss serve` does."""
+    settings = _answering_database(existing=True)
+    key_file = shoe_key_file(os.environ)
+    new_key_file = not (os.environ.get("PITBOSS_SHOE_KEY", "").strip() or key_file.exists())
+    with _database_ledger(settings, shoe_key=load_shoe_key(os.environ)) as ledger:
+        if new_key_file and key_file.exists():
+            click.echo(f"a new shoe key was created in {key_file}: keep it with the database")
+        unopened = ledger.unopened_shoes()
+        for shoe in unopened:
+            in_play = (f"; round {shoe['round_id']} in play there" if shoe["round_id"]
+                       else "")
+            click.echo(f"shoe {shoe['shoe_id']} (table {shoe['table']}, shoe "
+                       f"{shoe['shoe_no']}, {shoe['position']} of {shoe['size']} cards "
+                       f"dealt{in_play}) does not open with this key")
+        if not shoe_ids:
+            click.echo(f"{len(unopened)} live shoe(s) the shoe key does not open"
+                       + (": name those to abandon" if unopened else ""))
+            return
+        refused = 0
+        for shoe_id in shoe_ids:
+            try:
+                ledger.abandon_shoe(str(uuid.uuid4()), actor, shoe_id, reason)
+            except LedgerError as exc:
+                refused += 1
+                click.echo(f"shoe {shoe_id} not abandoned: {exc}", err=True)
+                continue
+            round_id = next((s["round_id"] for s in unopened
+                             if s["shoe_id"] == str(shoe_id)), None)
+            then = (f": a manager voids round {round_id} (POST /rounds/{round_id}/void)"
+                    if round_id else "")
+            click.echo(f"shoe {shoe_id} abandoned{then}")
+        if refused:
+            raise click.exceptions.Exit(1)
 
 
 def _head_hash(_: click.Context, __: click.Parameter, value: str | None) -> str | None:

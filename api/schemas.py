@@ -772,11 +772,16 @@ class ShoeSchema(Out):
     retired_reason = fields.String(metadata={
         "description": "Why it was retired (R-H4): the cut card came out, every card was "
                        "dealt (the last card drawn, or the shoe ran out mid-round), the table "
-                       "closed or took rules for another shoe, or too few cards were left for a "
-                       "deal. Only once retired."})
-    order = fields.List(fields.String(), metadata={"description": "Only once retired."})
-    salt = fields.String(metadata={"description": "Only once retired."})
-    verified = fields.Boolean(metadata={"description": "Only once retired."})
+                       "closed or took rules for another shoe, too few cards were left for a "
+                       "deal, or the reason it was abandoned. Only once retired."})
+    order = fields.List(fields.String(), metadata={"description": "Only once retired, "
+                                                                  "unless abandoned."})
+    salt = fields.String(metadata={"description": "Only once retired, unless abandoned."})
+    verified = fields.Boolean(metadata={"description": "Only once retired, unless abandoned."})
+    abandoned = fields.Boolean(metadata={
+        "description": "Only if true: retired without its reveal, the shoe key that sealed it "
+                       "lost (`pitboss shoes abandon`); its cards cannot be checked against "
+                       "its commitment."})
 
 
 class ChainReportSchema(Out):

@@ -154,7 +154,8 @@ def prepare_store(env: dict[str, str], shoe_key: bytes | None = None) -> int:
     if problem is not None:
         raise ShoeKeyError(f"the shoe key does not open the newest live shoe ({problem}): "
                            "set PITBOSS_SHOE_KEY or PITBOSS_SHOE_KEY_FILE to the key this "
-                           "database's shoes were sealed with")
+                           "database's shoes were sealed with, or, if it is lost, abandon "
+                           "the shoes it sealed (pitboss shoes abandon)")
     with ReadModels(dict(env)) as read_models:  # makes their tables, where this role may
         unmade = read_models.unmade()
     if unmade is not None:

@@ -88,6 +88,7 @@ from ledger.errors import (
     RequestIdReused,
     RoundInPlay,
     RuleSetInvalid,
+    ShoeKept,
     ShoeLive,
     StaleVersion,
     TableClosed,
@@ -122,8 +123,8 @@ from ledger.storage import (
     MayHaveBeenAppended,
     SnapshotRecorder,
     first_events,
-    newest_without,
     postings_that_may_name,
+    without_ending,
 )
 from ledger.transcoding import CheckedMapper, LedgerTranscoder, ReusedEncoder
 from ledger.working_set import WorkingSet
@@ -147,6 +148,7 @@ ORDER_CACHE_SIZE = 64
 RECEIPTS_KEPT = 10_000
 WORKING_SET_SIZE = 2000
 SHOES_CHECKED = 20  # the newest shoes a start looks among for a live one to open
+SHOE_ENDINGS = (ShoeRecord.Retired.TOPIC, ShoeRecord.Abandoned.TOPIC)  # a shoe no longer live
 CHECK_TRIES = 3  # reads of a round the check makes while the round moves on under it
 
 _log = logging.getLogger("pitboss.ledger")
@@ -1017,7 +1019,8 @@ class GameLedger(Application[UUID]):
         """The shoe as its stored events make it: an audit of a copy kept for play would
         answer as it was read, whatever the record says now (and each process its own)."""
         first = self._first_event(shoe_id)
-        if isinstance(first, ShoeRecord.CardsDrawn | ShoeRecord.Retired):  # its start removed
+        if isinstance(first, ShoeRecord.CardsDrawn | ShoeRecord.Retired
+                      | ShoeRecord.Abandoned):  # its start removed
             raise InvariantBroken(f"{_NOT_FOLLOWING.format(shoe_id)}: its first stored event "
                                   f"is version {first.originator_version}")
         if not isinstance(first, ShoeRecord.Created):  # not a broken round's 500, say
@@ -1031,6 +1034,9 @@ class GameLedger(Application[UUID]):
             raise ShoeLive(f"Shoe {shoe_id} is still live: its order is revealed, and the shoe "
                            "can be verified, once it retires (its table closes, or a new shoe "
                            "replaces it).", "R-H2")
+        if record.abandoned:  # nothing to check its cards against
+            return [f"the shoe was abandoned unrevealed ({record.retired_reason}), the key that "
+                    "sealed it lost: its cards cannot be checked against its commitment"]
         findings = [] if public["verified"] else ["the reveal does not match the commitment"]
         order = public["order"]
         findings += composition_findings(order, decks, wild_cards, public["size"])
@@ -1089,10 +1095,55 @@ class GameLedger(Application[UUID]):
         recorder = self.recorder
         if not isinstance(recorder, LedgerRecorder):
             return None  # in memory: every shoe was sealed by this very ledger
-        shoe_id = newest_without(recorder, ShoeRecord.Created.TOPIC, ShoeRecord.Retired.TOPIC,
-                                 SHOES_CHECKED)
-        if shoe_id is None:
-            return None
+        live = without_ending(recorder, ShoeRecord.Created.TOPIC, SHOE_ENDINGS, SHOES_CHECKED)
+        return self._unopened(live[0]) if live else None
+
+    def unopened_shoes(self) -> list[dict[str, Any]]:
+        """Every live shoe the shoe key does not open, newest first, as :meth:`shoe` shows it
+        with ``why`` and its table's round in play (``round_id``, None if none): what a lost
+        key leaves (:meth:`abandon_shoe`). Reads the whole log once."""
+        recorder = self.recorder
+        if not isinstance(recorder, LedgerRecorder):
+            return []  # in memory: every shoe was sealed by this very ledger
+        found = []
+        for shoe_id in without_ending(recorder, ShoeRecord.Created.TOPIC, SHOE_ENDINGS):
+            why = self._unopened(shoe_id)
+            if why is not None:
+                shoe = self.shoe(shoe_id)
+                table = self.table(UUID(shoe["table_id"]))
+                in_play = table["current_round_id"] if table["shoe_id"] == str(shoe_id) else None
+                if in_play is not None and self.round_state(UUID(in_play))["phase"] in (
+                        SETTLED, VOIDED):
+                    in_play = None
+                found.append({**shoe, "why": why, "table": table["name"], "round_id": in_play})
+        return found
+
+    def abandon_shoe(self, request_id: str, actor: str, shoe_id: UUID, reason: str) -> None:
+        """Retire a live shoe the shoe key does not open, unrevealed (its key lost): no card
+        is dealt from it again, and a round in play on it is left for a manager to void
+        (R-V1); the table's next round starts a new shoe. A shoe the key opens is refused
+        (:class:`ShoeKept`): it retires as the rules say, revealed (R-H2)."""
+        shoe_id = _uuid(shoe_id, "shoe")
+        _check_reason(reason, "")
+
+        def body() -> tuple[Result, list[Aggregate]]:
+            record = self._get(ShoeRecord, shoe_id, "shoe", fresh=True)
+            if record.retired:
+                raise ShoeKept(f"Shoe {shoe_id} is retired already ({record.retired_reason}).",
+                               "R-H2")
+            if self._unopened(shoe_id) is None:
+                raise ShoeKept(f"The shoe key opens shoe {shoe_id}: it is not abandoned but "
+                               "retires revealed, when its table closes or the next round "
+                               "needs a new shoe.", "R-H2")
+            record.trigger_event(ShoeRecord.Abandoned, reason=reason, actor=actor,
+                                 request_id=request_id, timestamp=self._now(record))
+            return {"shoe_id": str(shoe_id)}, [record]
+
+        self._run(request_id, actor, "abandon_shoe",
+                  {"shoe_id": str(shoe_id), "reason": reason}, body)
+
+    def _unopened(self, shoe_id: UUID) -> str | None:
+        """Why the shoe key does not open the live shoe, if it does not."""
         with self._reading(ShoeRecord, shoe_id, "shoe") as record:
             if record.retired:  # retired since the query
                 return None
@@ -1524,6 +1575,10 @@ class _ShoeDraw:
             record = self._ledger._get(ShoeRecord, self._round.shoe_id, "shoe", fresh=True,
                                        exact=None if at is None else
                                        lambda held: held.position == at)
+            if record.abandoned:
+                raise DealRefused("The round's shoe was abandoned, the key that sealed it "
+                                  "lost: no card can be dealt from it, and a manager voids the "
+                                  "round.", "R-V1")
             if record.retired:
                 raise DealRefused("The round's shoe has been retired.", "R-H4")
             self.record = record

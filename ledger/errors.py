@@ -142,6 +142,11 @@ class ShoeLive(LedgerError):
     """The shoe is live: its order is not revealed, so it cannot be verified yet (R-H2)."""
 
 
+class ShoeKept(LedgerError):
+    """The shoe cannot be abandoned: it is retired already, or the shoe key opens it, and it
+    retires as the rules say, revealed (R-H2)."""
+
+
 class ShoeExhausted(LedgerError):
     """The shoe has no card left to deal (R-H4)."""
 

@@ -1136,17 +1136,19 @@ def _carried(recorder: LedgerRecorder, upto: int | None) -> tuple[int, bytes] | 
         row["originator_version"], row["topic"] or "", bytes(row["state"] or b""))
 
 
-def newest_without(recorder: LedgerRecorder, topic: str, ending: str,
-                   candidates: int) -> UUID | None:
-    """The originator of the newest of the last ``candidates`` stored events of ``topic`` that
-    has no event of topic ``ending`` (the newest shoe still live, say); None if none has."""
+def without_ending(recorder: LedgerRecorder, topic: str, endings: Sequence[str],
+                   candidates: int | None = None) -> list[UUID]:
+    """The originators of the stored events of ``topic`` (of the last ``candidates`` of them,
+    if given) that have no event of any topic in ``endings`` (the shoes still live, say),
+    newest first. Without ``candidates``, a read of the whole log."""
+    limit = "" if candidates is None else f"LIMIT {int(candidates)}"
     rows = _fetched(recorder, "SELECT c.originator_id FROM (SELECT originator_id, "
                               "notification_id FROM {table} WHERE topic = %s ORDER BY "
-                              "notification_id DESC LIMIT %s) AS c WHERE NOT EXISTS (SELECT 1 "
+                              f"notification_id DESC {limit}) AS c WHERE NOT EXISTS (SELECT 1 "
                               "FROM {table} AS e WHERE e.originator_id = c.originator_id AND "
-                              "e.topic = %s) ORDER BY c.notification_id DESC LIMIT 1",
-                    (topic, candidates, ending))
-    return UUID(str(rows[0]["originator_id"])) if rows else None
+                              "e.topic = ANY(%s)) ORDER BY c.notification_id DESC",
+                    (topic, list(endings)))
+    return [UUID(str(row["originator_id"])) for row in rows]
 
 
 def _postings_that_may_name(anywhere: bool) -> str:

@@ -1,4 +1,5 @@
-"""A table's shoe as recorded: commitment first, every card drawn, then the reveal (R-H2)."""
+"""A table's shoe as recorded: commitment first, every card drawn, then the reveal (R-H2), or,
+its key lost, its abandonment."""
 
 from __future__ import annotations
 
@@ -67,6 +68,22 @@ class ShoeRecord(Aggregate):
             shoe.retired_at = self.timestamp
             shoe.retired_reason = self.reason
 
+    class Abandoned(Aggregate.Event):
+        """The shoe is done without its reveal: the shoe key that sealed its order is lost,
+        so no one can deal from it or reveal it. Its commitment stands; its cards cannot be
+        checked against it (R-H2) unless that key is found."""
+
+        TOPIC = "pitboss:Shoe.Abandoned"
+        reason: str
+        actor: str
+        request_id: str
+
+        def apply(self, shoe: ShoeRecord) -> None:
+            shoe.retired = True
+            shoe.abandoned = True
+            shoe.retired_at = self.timestamp
+            shoe.retired_reason = self.reason
+
     def __init__(self, table_id: UUID, shoe_no: int, decks: int, wild_cards: int, size: int,
                  cut: int, commitment: str, sealing: str, sealed_order: str, actor: str,
                  request_id: str) -> None:
@@ -80,6 +97,7 @@ class ShoeRecord(Aggregate):
         self.sealed_order = sealed_order
         self.position = 0
         self.retired = False
+        self.abandoned = False  # retired without its reveal: its key lost
         self.revealed_order: list[str] | None = None
         self.salt: str | None = None
         self.retired_at: datetime | None = None
@@ -97,10 +115,14 @@ class ShoeRecord(Aggregate):
             "commitment": self.commitment, "committed_at": self.created_on.isoformat(),
             "retired": self.retired,
         }
-        if self.retired and self.revealed_order is not None and self.salt is not None:
-            out["order"] = self.revealed_order
-            out["salt"] = self.salt
-            out["verified"] = verify_commitment(self.revealed_order, self.salt, self.commitment)
+        if self.retired:
+            if self.revealed_order is not None and self.salt is not None:
+                out["order"] = self.revealed_order
+                out["salt"] = self.salt
+                out["verified"] = verify_commitment(self.revealed_order, self.salt,
+                                                    self.commitment)
+            if self.abandoned:
+                out["abandoned"] = True
             if self.retired_at is not None:
                 out["retired_at"] = self.retired_at.isoformat()
             if self.retired_reason is not None:

@@ -46,11 +46,13 @@ from api.secrets_files import ShoeKeyError, load_shoe_key
 from api.services import prepare_store
 from api.simulate import next_decision
 from ledger.application import GameLedger
+from ledger.errors import DealRefused, ShoeKept
 from ledger.rules import CASINO
 from ledger.sealing import ShoeSealer
 from projections.engine import Engine
 from tests.e2e.conftest import KEYS, NAMES, Http, problem_of
 from tests.faults import undecodable
+from tests.scripted import SteeredShuffle
 
 
 def test_keys_create_stores_only_the_hash_and_prints_the_key_once(tmp_path):
@@ -662,6 +664,94 @@ def test_serve_refuses_to_start_with_a_key_that_does_not_open_the_live_shoe(
     assert result.exit_code == 1
     assert "does not open the newest live shoe" in result.output
     assert "PITBOSS_SHOE_KEY" in result.output
+
+
+def test_shoes_sealed_with_a_lost_key_are_abandoned_and_play_goes_on_under_a_new_one(
+        postgres_env, database, monkeypatch):
+    # With the key lost, the service did not start, closing the table or dealing on answered
+    # 500, and no way led to a new shoe, though the README said to start one.
+    env = postgres_env()
+    lost = ShoeSealer.new_key()
+    ledger = GameLedger(env=env, shoe_key=lost, randbelow=SteeredShuffle("9H 9S 7C 5D 5S"))
+    in_play = ledger.open_table("t1", "boss", "T1", CASINO)
+    ledger.open_account("a", "cashier", "ann")
+    ledger.buy_in("b", "cashier", "ann", 1_000)
+    round_id = ledger.start_round("r1", "dealer", in_play)
+    for box in (1, 2):  # alone, she plays two boxes (R-C8)
+        ledger.place_stake(f"s{box}", "dealer", round_id, "ann", box, 100)
+    ledger.deal("d", "dealer", round_id)  # ann holds 14 twice against a 7: her turn
+    idle = ledger.open_table("t2", "boss", "T2", CASINO)
+    ledger.void("v", "boss", ledger.start_round("r2", "dealer", idle), "no players")
+    closed = ledger.open_table("t3", "boss", "T3", CASINO)
+    ledger.void("v3", "boss", ledger.start_round("r3", "dealer", closed), "no players")
+    ledger.close_table("c", "boss", closed, "closing early")  # its shoe revealed, retired
+    lost_shoes = [UUID(ledger.table(t)["shoe_id"]) for t in (in_play, idle)]
+    ledger.close()
+    new = ShoeSealer.new_key()
+    with pytest.raises(ShoeKeyError, match=r"pitboss shoes abandon"):
+        prepare_store(env, new)
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("POSTGRES_SCHEMA", env["POSTGRES_SCHEMA"])
+    monkeypatch.setenv("PITBOSS_SHOE_KEY", new.hex())
+    command = ["shoes", "abandon", "--reason", "shoe key lost", "--by", "night manager"]
+
+    listed = CliRunner().invoke(main, command)
+    assert listed.exit_code == 0, listed.output
+    assert listed.output.splitlines() == [
+        f"shoe {lost_shoes[1]} (table T2, shoe 1, 0 of 312 cards dealt) does not open with "
+        "this key",
+        f"shoe {lost_shoes[0]} (table T1, shoe 1, 5 of 312 cards dealt; round {round_id} in "
+        "play there) does not open with this key",
+        "2 live shoe(s) the shoe key does not open: name those to abandon"]
+    with pytest.raises(ShoeKeyError):  # nothing abandoned yet
+        prepare_store(env, new)
+
+    abandoned = CliRunner().invoke(main, [*command, *map(str, lost_shoes)])
+    assert abandoned.exit_code == 0, abandoned.output
+    assert abandoned.output.splitlines()[-2:] == [
+        f"shoe {lost_shoes[0]} abandoned: a manager voids round {round_id} (POST "
+        f"/rounds/{round_id}/void)",
+        f"shoe {lost_shoes[1]} abandoned"]
+    assert prepare_store(env, new) > 0  # the service starts
+    again = CliRunner().invoke(main, [*command, str(lost_shoes[0])])
+    assert again.exit_code == 1
+    assert f"shoe {lost_shoes[0]} not abandoned: Shoe {lost_shoes[0]} is retired already " \
+           "(shoe key lost). (R-H2)" in again.output
+
+    ledger = GameLedger(env=env, shoe_key=new)
+    try:
+        with pytest.raises(DealRefused, match="abandoned, the key that sealed it lost") as no:
+            ledger.hit("h", "ann", round_id, "ann", 1, 0)
+        assert no.value.rule == "R-V1"
+        ledger.void("v2", "boss", round_id, "its shoe was abandoned")
+        assert ledger.balance("ann")["available"] == 1_000
+        for table in (in_play, idle):
+            fresh = ledger.start_round(f"again-{table}", "dealer", table)
+            assert ledger.round_state(fresh)["shoe_id"] not in map(str, lost_shoes)
+        shoe = ledger.shoe(lost_shoes[0])
+        assert (shoe["retired"], shoe["abandoned"], shoe["retired_reason"]) == (
+            True, True, "shoe key lost")
+        assert "order" not in shoe
+        assert "verified" not in shoe
+        assert ledger.verify_shoe(lost_shoes[0]) == [
+            "the shoe was abandoned unrevealed (shoe key lost), the key that sealed it lost: "
+            "its cards cannot be checked against its commitment"]
+        assert ledger.check_round(round_id) == []
+        new_shoe = UUID(ledger.table(idle)["shoe_id"])
+        with pytest.raises(ShoeKept, match=r"The shoe key opens shoe .*retires revealed"):
+            ledger.abandon_shoe("a2", "night manager", new_shoe, "shoe key lost")
+    finally:
+        ledger.close()
+    app = create_app({"DATABASE": database, "EVENTSOURCING_ENV": env, "SHOE_KEY": new,
+                      "API_KEYS": [ApiKey(name="audit", role="auditor",
+                                          key_hash=hash_key(KEYS["auditor"]))],
+                      "TESTING": True})
+    try:
+        http = Http(app.test_client())
+        assert http.ok(http.get(f"/audit/shoes/{lost_shoes[0]}")) == shoe
+        assert http.ok(http.get(f"/audit/shoes/{lost_shoes[0]}/verification"))["ok"] is False
+    finally:
+        app.extensions["pitboss"].close()
 
 
 def test_a_shoe_key_file_made_for_a_database_with_live_shoes_is_not_left_behind(
