@@ -12,7 +12,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Final, Literal
 
 from ledger.errors import RuleSetInvalid
 
@@ -133,11 +134,22 @@ class TableLimits:
         return cls(**data)
 
 
+# The settings added since the first version, each with the value that plays as the rules did
+# before it existed (as to_dict writes it: a ratio as a list): left out of a content hash at
+# that value, so that a rule set recorded before keeps its hash, and with it its name and
+# version (R-S1). A new setting goes here (README: Adding a rule setting).
+ADDED_SETTINGS: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
 def rules_hash(content: Mapping[str, Any]) -> str:
     """SHA-256 (hex) of a rule set's content as JSON: sorted keys, no spaces, non-ASCII
-    escaped. Taken over the content as recorded, a check of a round's rules does not depend on
-    the settings this version of the ledger knows."""
-    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
+    escaped, less the settings of ``ADDED_SETTINGS`` at the value they were added with. Taken
+    over the content as recorded, a check of a round's rules does not depend on the settings
+    this version of the ledger knows."""
+    hashed = {k: v for k, v in content.items()
+              if k not in ADDED_SETTINGS or v != ADDED_SETTINGS[k]} \
+        if isinstance(content, Mapping) else content  # (a record altered: hashed as it is)
+    return hashlib.sha256(json.dumps(hashed, sort_keys=True, separators=(",", ":")).encode()
                           ).hexdigest()
 
 

@@ -102,9 +102,10 @@ class Table(Aggregate):
         return RuleSet.from_dict(self.rules)
 
     def summary(self) -> dict[str, Any]:
+        # The rules as this version reads them: a setting added since shows its default.
         return {"id": str(self.id), "name": self.name, "currency": self.currency,
-                "open": self.open, "rules": self.rules, "rules_hash": self.rules_hash,
-                "limits": self.limits, "shoe_id": str(self.shoe_id) if self.shoe_id else None,
-                "rounds": self.round_count,
+                "open": self.open, "rules": self.rule_set().to_dict(),
+                "rules_hash": self.rules_hash, "limits": self.limits,
+                "shoe_id": str(self.shoe_id) if self.shoe_id else None, "rounds": self.round_count,
                 "current_round_id": str(self.round_id) if self.round_id else None,
                 "version": self.version}

@@ -301,6 +301,18 @@ def test_the_content_hash_is_stable_across_constructions() -> None:
     assert RuleSet.from_dict(CASINO.to_dict()).content_hash == CASINO.content_hash
 
 
+def test_a_setting_added_later_keeps_the_hash_of_rules_recorded_before_it(monkeypatch) -> None:
+    # A new setting with a default changed every rule set's hash: a database's casino v1
+    # stood for other rules, and no table under it could open or change its limits (R-S1).
+    recorded_before = CASINO.to_dict()
+    del recorded_before["min_boxes_lone_player"]  # as if it were the setting added
+    before = rules_hash(recorded_before)
+    monkeypatch.setattr("ledger.rules.ADDED_SETTINGS", {"min_boxes_lone_player": 2})
+    assert CASINO.content_hash == rules_hash(CASINO.to_dict()) == before
+    assert RuleSet.from_dict(recorded_before).content_hash == before
+    assert CASINO.evolve(min_boxes_lone_player=1).content_hash != before
+
+
 def test_the_content_hash_is_sha256_of_the_rules_as_sorted_compact_json() -> None:
     # As the README gives it to auditors, and as the first version recorded it.
     raw = json.dumps(CASINO.to_dict(), sort_keys=True, separators=(",", ":")).encode()
