@@ -148,7 +148,8 @@ def chain(query: dict[str, Any]) -> dict[str, Any]:
             "head_notification_id": report.head_notification_id, "intact": report.intact,
             "findings": report.findings, "complete": report.complete,
             "from_start": report.from_start, "next_after": report.next_after,
-            "kept_head_checked": report.kept_head_checked, "warnings": report.warnings}
+            "kept_head_checked": report.kept_head_checked,
+            "kept_head_at": report.kept_head_at, "warnings": report.warnings}
 
 
 @blp.route("/chain/head", methods=["GET"])

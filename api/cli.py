@@ -923,8 +923,8 @@ def _head_hash(_: click.Context, __: click.Parameter, value: str | None) -> str 
 @click.option("--expected-head", default=None, callback=_head_hash,
               help="a head kept outside the database (GET /audit/chain/head)")
 @click.option("--expected-at", default=None, type=click.IntRange(min=1),
-              help="the notification id it was taken at; without it, the walk must end on "
-                   "the kept head")
+              help="the notification id it was taken at; without it, the walk looks for the "
+                   "kept head at every event")
 @click.option("--after", "start", default=0, type=click.IntRange(min=0),
               help="walk from the event after this notification id, taking the link stored "
                    "there on trust (a walk interrupted says where to go on from)")
@@ -962,7 +962,8 @@ def chain(expected_head: str | None, expected_at: int | None, start: int) -> Non
                     click.get_current_context().meta[CHAIN_ALTERED] = bool(altered)
                     for finding in report.findings:
                         click.echo(f"BROKEN: {finding}")
-                    if report.kept_head_checked and expected_at is not None:
+                    if report.kept_head_checked and expected_head is not None:
+                        kept_at = report.kept_head_at
                         expected_head = expected_at = None  # compared: later parts lie past it
                     after = report.next_after
             except QueryRefused as refused:
@@ -983,8 +984,9 @@ def chain(expected_head: str | None, expected_at: int | None, start: int) -> Non
     if altered:
         raise SystemExit(1)
     kept = "" if kept_head is None else (
-        f": the link at notification {kept_at} is the one kept outside"
-        if kept_at is not None else ": the head is the one kept outside")
+        f": the link at notification {kept_at} is the one kept outside" + (
+            "; the events after it were recorded since"
+            if kept_at != report.head_notification_id else ""))
     part = "" if start == 0 else (
         f" after notification {start} (the link stored there taken on trust: the events up to "
         "it were not checked)")

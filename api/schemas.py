@@ -804,6 +804,10 @@ class ChainReportSchema(Out):
                        "it, and a kept head's proof, rest on the parts before it."})
     next_after = fields.Integer(required=True, allow_none=True, metadata={
         "description": "Pass as after= for the next part; null once complete."})
+    kept_head_at = fields.Integer(required=True, allow_none=True, metadata={
+        "description": "The notification id whose link is expected_head: expected_at, or, "
+                       "without it, the first event the walk found carrying it (the record up "
+                       "to it is as it was when the head was kept). Null if not (yet) found."})
     kept_head_checked = fields.Boolean(required=True, metadata={
         "description": "Whether this part compared expected_head (or found its event "
                        "missing): false when it stopped before expected_at; go on from "

@@ -909,6 +909,7 @@ class ChainReport:
     complete: bool = True
     from_start: bool = True
     kept_head_checked: bool = False  # an expected head was compared (or found missing)
+    kept_head_at: int | None = None  # the notification id whose link is the expected head
     # What leaves the record open to change now, though the chain is intact (triggers off).
     warnings: list[str] = field(default_factory=list)
 
@@ -973,11 +974,12 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
 
     ``expected_head`` is a link kept outside the database: the one of the event at
     notification ``expected_at``, which the link the walk carries there must then be, however
-    many events came after it; without ``expected_at``, the last one, once the walk is
-    complete. (Past an event that does not match, the walk carries the stored link: the kept
-    head then still shows links rewritten since.) ``on_row`` is told each notification id
-    checked. Walking the parts in order, each from where the last one stopped, checks the
-    whole chain: each part starts from the link the one before carried."""
+    many events came after it; without ``expected_at``, the link the walk carries at any event
+    (the first that carries it is ``kept_head_at``), or a finding once the walk is complete.
+    (Past an event that does not match, the walk carries the stored link: the kept head then
+    still shows links rewritten since.) ``on_row`` is told each notification id checked.
+    Walking the parts in order, each from where the last one stopped, checks the whole chain:
+    each part starts from the link the one before carried."""
     from_start = after == 0
     previous = chain_start(recorder, after=after, expected_head=expected_head,
                            expected_at=expected_at)
@@ -987,6 +989,13 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
     findings = (_kept_head_findings(after, after, previous.hex(), expected_head)
                 if checked else [])
     pending = kept_at if kept_at is not None and kept_at > after else None
+    # Without its notification id, the kept head is looked for at every link the walk
+    # carries: the record up to the first event that carries it is as it was when kept.
+    sought = bytes.fromhex(expected_head) if expected_head is not None and kept_at is None \
+        else None
+    found_at = kept_at if checked and not findings else None
+    if sought is not None and after and previous == sought:  # the event this part starts at
+        sought, checked, found_at = None, True, after
     rows = 0
     last_id = after
     reached_end = True
@@ -1007,24 +1016,27 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
                             "moved, or an event between them removed")
         previous = expected if stored is None else stored  # past a break: the stored link
         if pending is not None and last_id >= pending:
-            findings += _kept_head_findings(pending, last_id, previous.hex(), expected_head)
+            head_findings = _kept_head_findings(pending, last_id, previous.hex(), expected_head)
+            findings += head_findings
             pending, checked = None, True
+            found_at = None if head_findings else kept_at
+        elif sought is not None and previous == sought:
+            sought, checked, found_at = None, True, last_id
         if on_row is not None:
             on_row(last_id)
     head = previous.hex()
     if reached_end and expected_head is not None:
         if pending is not None:  # the walk ended before the kept head's notification id
             findings += _kept_head_findings(pending, last_id, head, expected_head)
-        elif kept_at is None and expected_head != head:
-            findings.append(f"the chain head is {head}, not the {expected_head} kept outside: "
-                            "events were recorded since it was kept, or the record was "
-                            "altered; give the notification id it was kept at to check the "
-                            "record up to it")
+        elif sought is not None:
+            findings.append(f"no link the walk carried is the head {expected_head} kept "
+                            "outside: the record was altered since it was kept (or it was "
+                            "kept of another ledger, or before this walk's start)")
         checked = checked or kept_at is None or pending is not None
     return ChainReport(rows=rows, head=head, head_notification_id=last_id, findings=findings,
                        complete=reached_end, from_start=from_start,
                        kept_head_checked=expected_head is not None and checked,
-                       warnings=unguarded(recorder))
+                       kept_head_at=found_at, warnings=unguarded(recorder))
 
 
 def unguarded(recorder: LedgerRecorder) -> list[str]:

@@ -1246,11 +1246,23 @@ def test_the_chain_command_walks_the_database_and_fails_on_another_head(
     assert result.stderr.splitlines()[-1] == (f"walking the chain: {head['notification_id']:,} "
                                               f"of {head['notification_id']:,} (100%)")
     assert f"up to notification {head['notification_id']}; head {head['head']}" in result.stdout
-    assert "intact: the head is the one kept outside" in result.stdout
+    assert result.stdout.endswith(f"intact: the link at notification "
+                                  f"{head['notification_id']} is the one kept outside\n")
+    # Events recorded since the head was kept are no alteration (they were called one).
+    http.ok(http.post("/accounts", {"player": "late"}, role="cashier"), 201)
+    later = CliRunner().invoke(main, ["chain", "--expected-head", head["head"]])
+    assert later.exit_code == 0, later.output
+    assert later.stdout.endswith(f"intact: the link at notification {head['notification_id']} "
+                                 "is the one kept outside; the events after it were recorded "
+                                 "since\n")
+    walked = http.ok(http.get("/audit/chain", role="auditor", expected_head=head["head"]))
+    assert (walked["intact"], walked["kept_head_checked"], walked["kept_head_at"]) == (
+        True, True, head["notification_id"])
     other = "0" * 64
     moved = CliRunner().invoke(main, ["chain", "--expected-head", other])
     assert moved.exit_code == 1
-    assert f"BROKEN: the chain head is {head['head']}, not the {other}" in moved.stdout
+    assert f"BROKEN: no link the walk carried is the head {other} kept outside: the record " \
+           "was altered since it was kept" in moved.stdout
     malformed = CliRunner().invoke(main, ["chain", "--expected-head", "abc"])
     assert malformed.exit_code == 2
     assert "64 lowercase hexadecimal digits" in malformed.output
