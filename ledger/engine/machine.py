@@ -175,6 +175,7 @@ class RoundMachine:
         self.staked = 0  # every amount ever held in this round
         self.results: dict[str, int] = {}  # bettor -> net result of settled stakes
         self.paid_back = 0  # released + won over settled stakes
+        self.even_money_taken: set[tuple[str, int]] = set()  # (bettor, box) (R-C6)
         self.house = 0  # lost - won over settled stakes
         self.dealer_result: f.DealerFinished | None = None
         self.void_reason = ""
@@ -757,10 +758,10 @@ class RoundMachine:
         if b.was_split:  # its first hand's standing is not the box's
             return f"Box {box} does not hold a natural: it was split.", "R-C6"
         if (f.MAIN, bettor, box, 0) not in self.open_stakes:
+            if (bettor, box) in self.even_money_taken:  # whatever became of the box since
+                return f"{bettor} has already taken even money on box {box}.", "R-C6"
             if bettor in b.bettors and hand.status != LIVE:
                 return f"Box {box} is already {hand.status}.", _STATUS_RULE[hand.status]
-            if bettor in b.initial:  # staked, settled, and the hand still live: even money
-                return f"{bettor} has already taken even money on box {box}.", "R-C6"
             return f"{bettor} has no open stake on box {box}.", "R-C6"
         if not self.is_natural(b, hand) or hand.status != LIVE:
             return f"Box {box} does not hold a natural.", "R-C6"
@@ -1143,6 +1144,8 @@ class RoundMachine:
                                                                    e.won) < 0:
             raise InvariantBroken(f"settlement of {key} does not balance what was held")
         net = e.released + e.won - e.held
+        if e.outcome == f.EVEN_MONEY:
+            self.even_money_taken.add((e.bettor, e.box))
         self.results[e.bettor] = self.results.get(e.bettor, 0) + net
         self.paid_back += e.released + e.won
         self.house -= net

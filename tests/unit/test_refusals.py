@@ -697,6 +697,16 @@ def test_even_money_on_a_natural_forfeited_to_a_wild_card_cites_the_forfeit() ->
             match="already forfeited")
 
 
+def test_even_money_taken_then_the_box_forfeited_is_refused_as_taken() -> None:
+    # casino_wild: co-bettor P3 takes even money on box 1's natural, then P2 draws the wild
+    # card and box 1 is forfeited: P3's stake was not (R-W2), yet he was told it was.
+    r = Watched(CASINO_WILD, "AS 9H AD KC 5D W 9C").bet("P1", 1, 20).bet("P3", 1, 10)
+    r.bet("P2", 2, 30).deal().even_money("P3", 1).hit("P2", 2)
+    assert r.m.boxes[1].hands[0].status == "forfeited"
+    refused(r, DecisionRefused, "R-C6", lambda: r.even_money("P3", 1),
+            match="P3 has already taken even money on box 1")
+
+
 def test_even_money_by_a_bettor_without_a_stake_on_the_box_is_refused() -> None:
     r = two_boxes("AS 9H AD KS 9C")
     refused(r, DecisionRefused, "R-C6", lambda: r.even_money("P2", 1), match="P2 has no open")
