@@ -412,11 +412,24 @@ class RoundMachine:
                             f"his stakes of {staked} leave no room for another player's "
                             f"minimum of {lim.table_min}: he lowers them (withdraws and stakes "
                             "again) before the cards are dealt.")
+                if not self._room_for_a_stake():
+                    return (f"{alone} and this table has {lim.boxes}, where his stakes leave no "
+                            "box another player may stake on (its bettors or its maximum): he "
+                            "withdraws one, so that another player can stake before the cards "
+                            "are dealt.")
                 return (f"{alone} and this table has {lim.boxes}: another player must stake "
                         "before the cards are dealt.")
             return (f"{players[0]} is the only player and must play at least {need} boxes "
                     "before the cards are dealt.")
         return ""
+
+    def _room_for_a_stake(self) -> bool:
+        """Whether some box takes another bettor's minimum stake (R-C8)."""
+        lim = self.limits
+        return lim.boxes > len(self.boxes) or any(
+            len(b.bettors) < self.rules.bettors_per_box
+            and sum(b.initial.values()) + lim.table_min <= lim.table_max
+            for b in self.boxes.values())
 
     def _initial_deal(self, draw: Draw) -> None:
         hole = self.rules.dealer_hole_card

@@ -290,6 +290,18 @@ def test_a_lone_player_at_a_one_box_table_no_second_stake_fits_is_told_no_round_
     assert r.m.to_finish().startswith("a manager voids it")  # a round keeps its limits
 
 
+def test_a_lone_player_whose_stakes_fill_every_box_is_told_to_withdraw_one() -> None:
+    # One bettor a box, two boxes, three to play alone: "another player must stake", who was
+    # then refused on either box.
+    rules = CASINO.evolve(name="two seats", bettors_per_box=1, min_boxes_lone_player=3)
+    r = Watched(rules, "TS 9H 7D 6S 7C", TableLimits(boxes=2)).bet("P1", 1).bet("P1", 2)
+    refused(r, DealRefused, "R-C8", lambda: r.deal(),
+            match="where his stakes leave no box another player may stake on .*: he withdraws "
+                  "one")
+    with pytest.raises(BetRefused, match="the most this table allows"):
+        r.m.place_stake("P2", 2, 10)
+
+
 def test_a_lone_player_whose_stake_leaves_no_room_for_a_second_is_told_to_lower_it() -> None:
     # "Another player must stake": 10 was over the box's maximum, 5 below the table minimum.
     r = table("TS 9H 7D 6S 7C", limits=TableLimits(boxes=1, table_min=10, table_max=100))
