@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ledger.cards import Card, describe, is_card
+from ledger.cards import Card, describe, hand_total, is_card
 
 
 def card(code: str) -> str:
@@ -77,7 +77,7 @@ def sentence(event_type: str, data: Mapping[str, Any], split: Collection[int] = 
                     f"({d['reason']}; {_arithmetic(d)})")
         case "DealerFinished":
             state = ("busts on" if d["bust"] else "has a natural," if d["natural"]
-                     else "stands on")
+                     else "stands on soft" if _soft(d["cards"]) else "stands on")
             return f"the dealer {state} {d['total']}: {cards(d['cards'])}"
         case "RoundSettled":
             return f"round settled: {_results(d)}"
@@ -115,6 +115,11 @@ def _arithmetic(d: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _soft(faces: Iterable[str]) -> bool:
+    """Whether a hand's total counts an ace as 11."""
+    return hand_total([Card(c) for c in faces])[1]
+
+
 def split_boxes(state: Mapping[str, Any]) -> set[int]:
     return {b["box"] for b in state["boxes"] if len(b["hands"]) > 1}
 
@@ -122,7 +127,8 @@ def split_boxes(state: Mapping[str, Any]) -> set[int]:
 def table(state: Mapping[str, Any]) -> list[str]:
     """The round's table right now: the dealer and each hand."""
     dealer = state["dealer"]
-    lines = [f"      {'dealer':<8} {cards(dealer['cards']):<24} {dealer['total']}"]
+    soft = "soft " if dealer.get("soft") else ""  # (not in answers of earlier versions)
+    lines = [f"      {'dealer':<8} {cards(dealer['cards']):<24} {soft}{dealer['total']}"]
     split = split_boxes(state)
     for b in state["boxes"]:
         # In the order the bettors came, the owner first (RULES.md, Terms): not the order of

@@ -602,7 +602,10 @@ class BoxSchema(Out):
 class DealerSchema(Out):
     cards = fields.List(fields.String(), required=True, metadata={
         "description": "\"hidden\" stands for a face-down card not yet revealed (R-G2)."})
-    total = fields.Integer(required=True)
+    total = fields.Integer(required=True, metadata={"description": "Of the cards shown."})
+    soft = fields.Boolean(required=True, metadata={
+        "description": "Whether the total counts an ace as 11: a soft 17 stands or draws as "
+                       "the rules say (R-G8)."})
 
 
 class TurnSchema(Out):

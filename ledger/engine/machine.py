@@ -1247,12 +1247,12 @@ class RoundMachine:
             boxes.append({"box": number, "owner": b.owner, "bettors": list(b.bettors),
                           "stakes": dict(b.initial), "hands": hands})
         t = self.turn()
-        shown = [c for c in dealer if c != "hidden"]
+        shown = [Card(c) for c in dealer if c != "hidden"]
+        total, soft = hand_total(shown) if shown else (0, False)
         return {
             "phase": self.phase,
             "boxes": boxes,
-            "dealer": {"cards": dealer,
-                       "total": hand_total([Card(c) for c in shown])[0] if shown else 0},
+            "dealer": {"cards": dealer, "total": total, "soft": soft},
             "turn": {"box": t[0], "hand": t[1]} if t else None,
             "pending": ({"kind": self.pending.kind, "box": self.pending.box,
                          "hand": self.pending.hand, "bettors": list(self.pending.bettors)}

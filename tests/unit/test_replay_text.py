@@ -192,6 +192,20 @@ def test_each_ruling_is_followed_by_the_results_it_leaves_standing() -> None:
     assert lines[rulings[1] + 1] == "      the round now stands: P1 -40, P2 +55; house -15"
 
 
+def test_a_dealers_soft_total_says_so_as_a_players_does() -> None:
+    # A,3,3 read "17" beside a player's "soft 17": whether a soft 17 stood, as the rules say
+    # (R-G8), was left to the auditor to work out from the cards.
+    # P1 9+9, P2 10+9 stand; the dealer shows an ace and draws a 3 and a 3.
+    frames = played_round("9S TH AD 9C 9H 3D 3C", [("stand", "P1", 1), ("stand", "P2", 2)])
+    lines = render(frames)
+    assert any(line.endswith("the dealer stands on soft 17: A♦ 3♦ 3♣") for line in lines)
+    final = lines[lines.index([line for line in lines if line.startswith("v")][-1]) + 1:]
+    assert final[0].split() == ["dealer", "A♦", "3♦", "3♣", "soft", "17"]
+    assert frames[-1]["state"]["dealer"] == {"cards": ["AD", "3D", "3C"], "total": 17,
+                                             "soft": True}
+    assert frames[2]["state"]["dealer"]["soft"] is False  # no card yet
+
+
 def test_the_dealers_end_reads_as_a_sentence() -> None:
     def finished(total: int, *, bust: bool = False, natural: bool = False) -> str:
         return sentence("DealerFinished", {"total": total, "bust": bust, "natural": natural,
