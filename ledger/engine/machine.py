@@ -283,6 +283,9 @@ class RoundMachine:
     def _require_phase(self, *phases: str,
                        refusal: type[DecisionRefused | BetRefused] = DecisionRefused) -> None:
         """Refuse a command of another phase (``refusal``: a stake's is a bet refused)."""
+        if phases == (SETTLED,) and self.phase == VOIDED:  # a ruling
+            raise RoundClosed("A ruling is recorded only on a settled round; this one was "
+                              "voided, every stake returned.", "R-V2")
         if self.phase in (SETTLED, VOIDED) and self.phase not in phases:
             raise RoundClosed(f"The round is {self.phase} and takes no more decisions.",
                               "R-V2" if self.phase == SETTLED else "R-V1")

@@ -846,12 +846,17 @@ def test_any_decision_on_a_settled_round_is_refused(command: str) -> None:
     refused(r, RoundClosed, "R-V2", commands(r)[command], match="settled")
 
 
-@pytest.mark.parametrize("command", [*COMMANDS, "record_ruling"])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_any_decision_on_a_voided_round_is_refused(command: str) -> None:
     r = voided_round()
-    action = commands(r).get(command) or (
-        lambda: r.m.record_ruling("misdeal", [3], {"P1": 10}))
-    refused(r, RoundClosed, "R-V1", action, match="voided")
+    refused(r, RoundClosed, "R-V1", commands(r)[command], match="voided")
+
+
+def test_a_ruling_on_a_voided_round_is_refused_as_rulings_are_on_settled_rounds_only() -> None:
+    # It cited the void (R-V1), where the rule that refuses it is the ruling's (R-V2).
+    r = voided_round()
+    refused(r, RoundClosed, "R-V2", lambda: r.m.record_ruling("misdeal", [3], {"P1": 10}),
+            match="A ruling is recorded only on a settled round; this one was voided")
 
 
 def test_voiding_a_settled_round_is_refused_pointing_to_a_ruling() -> None:
