@@ -284,8 +284,8 @@ def test_a_server_restarting_is_waited_for_and_the_change_sent_again_with_its_ke
         first.listener.close()  # refused from now on
         time.sleep(1.5)
         again = Scripted(socket.create_server(("127.0.0.1", unused_port)))
+        restarted.append(again)  # before it answers: the client may return before the next line
         again.start(answer("200 OK", b'{"ok": true}'))
-        restarted.append(again)
 
     threading.Thread(target=restart, daemon=True).start()
     assert client.post("/rounds/r/hit", {"box": 1}) == {"ok": True}
