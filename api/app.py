@@ -30,7 +30,7 @@ from flask import Flask, Response, g, request
 from api import accounts, audit, health, reports, session, supervision, tables
 from api.auth import KeyRing, keyring_from
 from api.database import DatabaseSettings, check_schema_name, resolve_database
-from api.document import documented_api
+from api.document import SWAGGER_UI_CDN, documented_api, swagger_ui_url
 from api.problems import KEPT_PRIVATE, register_problem_handlers
 from api.secrets_files import default_keys_file, load_shoe_key
 from api.services import Services, create_tables_wanted, ledger
@@ -45,10 +45,8 @@ DEFAULT_CONFIG: Mapping[str, Any] = {
     "OPENAPI_URL_PREFIX": "/",
     "OPENAPI_JSON_PATH": "openapi.json",
     "OPENAPI_SWAGGER_UI_PATH": "docs",
-    # One release of Swagger UI, each file of it taken only as its bytes on the npm registry
-    # (api/templates/swagger_ui.html): a CDN serving other script cannot run it on the page
-    # where a key is typed. A mirror of the same release serves the same bytes.
-    "OPENAPI_SWAGGER_UI_URL": "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5.35.0/",
+    # One release of Swagger UI (api/document.py, api/templates/swagger_ui.html).
+    "OPENAPI_SWAGGER_UI_URL": SWAGGER_UI_CDN,
     "SWAGGER_UI_INTEGRITY": {
         "swagger-ui.css": "sha384-WlYgdmXYOOBWL5apwjDEZwN+U3HmXSSu5R6V5aGxEcf7z+KuRNwBhoxKVN1i3D5I",
         "swagger-ui-standalone-preset.js":
@@ -88,6 +86,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.url_map.merge_slashes = False
     app.url_map.converters["int"] = AsciiInteger
     app.config.from_mapping(DEFAULT_CONFIG)
+    app.config["OPENAPI_SWAGGER_UI_URL"] = swagger_ui_url(os.environ)
     app.config["API_VERSION"] = _package_version()
     if config is not None:
         app.config.from_mapping(config)

@@ -54,6 +54,7 @@ from api.database import (
     resolve_database,
     stop_embedded,
 )
+from api.document import swagger_ui_url
 from api.launch import CHAIN_NOT_WALKED_EXIT, INTERRUPTED_EXIT
 from api.replay_text import render
 from api.secrets_files import ShoeKeyError, default_keys_file, load_shoe_key, shoe_key_file
@@ -300,6 +301,10 @@ def prepare_service() -> tuple[DatabaseSettings, int]:
     """
     key_file = shoe_key_file(os.environ)
     new_key_file = not (os.environ.get("PITBOSS_SHOE_KEY", "").strip() or key_file.exists())
+    try:
+        swagger_ui_url(os.environ)  # read by each worker: refused here, not by each
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     try:
         # The keys first: a worker that cannot read them would die after "serving on".
         keyring_from(os.environ, default_keys_file(os.environ))

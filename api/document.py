@@ -6,6 +6,8 @@ read them."""
 from __future__ import annotations
 
 import http
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from apispec import BasePlugin
@@ -15,6 +17,26 @@ from flask_smorest.utils import prepare_response
 from marshmallow import fields
 
 from api.problems import PROBLEM_JSON, ProblemSchema
+
+# Where /docs loads Swagger UI from, unless PITBOSS_SWAGGER_UI_URL names a mirror of the same
+# release: each file is taken only as its bytes on the npm registry (the page's integrity
+# digests, api/app.py), so a CDN or a mirror serving other script cannot run it on the page
+# where a key is typed.
+SWAGGER_UI_CDN = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5.35.0/"
+_MIRROR = re.compile(r"(?:https?://[^/\s\"'<>`]+)?/(?!/)[^\s\"'<>`?#]*")
+
+
+def swagger_ui_url(environ: Mapping[str, str]) -> str:
+    """The folder /docs loads Swagger UI from: ``PITBOSS_SWAGGER_UI_URL`` (an http(s) URL, or a
+    path on this host, such as a reverse proxy serves) or the CDN. ValueError if malformed."""
+    url = environ.get("PITBOSS_SWAGGER_UI_URL", "").strip()
+    if not url:
+        return SWAGGER_UI_CDN
+    if _MIRROR.fullmatch(url) is None or len(url) > 500:
+        raise ValueError(f"PITBOSS_SWAGGER_UI_URL is an http(s) URL or a path starting with "
+                         f"'/' (the folder holding swagger-ui-dist 5.35.0's files), without a "
+                         f"query, not {url[:100]!r}")
+    return url if url.endswith("/") else url + "/"
 
 
 def documented_api(app: Flask) -> Api:

@@ -631,6 +631,17 @@ def test_serve_refuses_to_start_without_a_shoe_key_for_an_external_database(
     assert "no shoe key" in result.output
 
 
+def test_serve_refuses_to_start_with_a_swagger_ui_mirror_that_is_no_url(database, monkeypatch,
+                                                                        unused_port):
+    # Refused by every worker instead, after "serving on".
+    monkeypatch.setenv("DATABASE_URL", database.url())
+    monkeypatch.setenv("PITBOSS_SWAGGER_UI_URL", "mirror.casino/swagger")
+    monkeypatch.setattr("api.cli.os.execv", _must_not_start)
+    result = CliRunner().invoke(main, ["serve", "--port", str(unused_port)])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: PITBOSS_SWAGGER_UI_URL is an http(s) URL or a path")
+
+
 @pytest.mark.parametrize("keys", ["not json", '[{"name": "ann", "role": "croupier"}]'])
 def test_serve_refuses_to_start_with_keys_it_cannot_read(database, monkeypatch, keys,
                                                          unused_port):

@@ -227,6 +227,30 @@ def test_a_generated_client_gets_names_roles_and_types_it_can_use() -> None:
         assert "Printable characters" in schemas[schema]["properties"][field]["description"]
 
 
+@pytest.mark.parametrize(("mirror", "base"), [
+    ("/swagger-ui", "/swagger-ui/"),
+    ("https://docs.casino.example/swagger-ui-dist@5.35.0/",
+     "https://docs.casino.example/swagger-ui-dist@5.35.0/")])
+def test_the_docs_page_loads_the_same_swagger_ui_files_from_a_mirror(monkeypatch, mirror,
+                                                                     base) -> None:
+    # On a casino's network without the internet, /docs loaded nothing from the CDN.
+    monkeypatch.setenv("PITBOSS_SWAGGER_UI_URL", mirror)
+    app = _document_only_app()
+    page = app.test_client().get("/docs").get_data(as_text=True)
+    for name, digest in app.config["SWAGGER_UI_INTEGRITY"].items():
+        assert f'"{base}{name}"' in page
+        assert f'integrity="{digest}"' in page
+    assert "cdn.jsdelivr.net" not in page
+
+
+@pytest.mark.parametrize("mirror", ["ftp://mirror/", "//mirror/swagger", "swagger-ui/",
+                                    '/a"><script>', "/swagger ui/", "/s?v=1"])
+def test_a_swagger_ui_mirror_that_is_no_url_or_path_stops_the_start(monkeypatch, mirror) -> None:
+    monkeypatch.setenv("PITBOSS_SWAGGER_UI_URL", mirror)
+    with pytest.raises(ValueError, match="PITBOSS_SWAGGER_UI_URL is an http"):
+        _document_only_app()
+
+
 def test_the_docs_page_runs_only_the_swagger_ui_files_it_pins() -> None:
     # The page where a key is typed loaded swagger-ui-dist@5 from a CDN, whatever it served.
     app = _document_only_app()
