@@ -155,9 +155,10 @@ def http_exception_problem(error: HTTPException) -> Response:
     if status == 503:
         headers["Retry-After"] = str(RETRY_AFTER_S)
     detail = error.description or error.name
-    if status == 404:  # no route matched: ids in paths are UUIDs, or no route takes it
-        detail = ("There is no such route, or an id in the path is not a UUID (tables, rounds "
-                  "and shoes are named by UUID).")
+    if status == 404:  # no route matched: a value in the path is malformed, or no route
+        detail = ("There is no such route, or a value in the path is not one it takes: "
+                  "tables, rounds and shoes are named by UUID, a round's version by a whole "
+                  "number in digits 0 to 9.")
     if status == 408:
         detail = ("The request's body stopped arriving before it was whole; nothing was done. "
                   "Send the request again, with the same Idempotency-Key.")

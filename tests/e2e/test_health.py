@@ -62,7 +62,7 @@ def test_an_unknown_path_is_a_problem_details_404(client, path):
     assert response.mimetype == PROBLEM_JSON
     body = response.get_json(force=True)
     assert body["status"] == 404
-    assert "not a UUID" in body["detail"]
+    assert "tables, rounds and shoes are named by UUID" in body["detail"]
 
 
 def test_a_wrong_method_is_a_problem_details_405_naming_the_allowed_ones(client):

@@ -599,8 +599,12 @@ def test_an_unknown_account_is_404_with_its_rule(http):
 
 def test_a_malformed_id_or_version_in_the_path_is_404(http, desk):
     problem_of(http.get("/rounds/not-a-uuid"), 404)
-    for written in ("%D9%A1", "%EF%BC%92"):  # 1 and 2 in other scripts' digits: no version
-        problem_of(desk.http.get(f"/audit/rounds/{desk.round_id}/versions/{written}"), 404)
+    # 1 and 2 in other scripts' digits, and versions not written as whole numbers: the
+    # sentence named the ids alone, though the round's was well formed.
+    for written in ("%D9%A1", "%EF%BC%92", "1.5", "+1", "1e0", "1_0"):
+        body = problem_of(desk.http.get(f"/audit/rounds/{desk.round_id}/versions/{written}"),
+                          404)
+        assert "a round's version by a whole number in digits 0 to 9" in body["detail"]
     past = desk.http.ok(desk.http.get(f"/rounds/{desk.round_id}"))["version"] + 1  # not yet
     for version in (0, -1, 10**9 + 1, 10**30, past):  # named as the version, not the round
         body = problem_of(desk.http.get(f"/audit/rounds/{desk.round_id}/versions/{version}"),
