@@ -2,8 +2,9 @@
 
 The ledger shuffles with :func:`fresh_order` (``secrets.randbelow`` unless a test steers it,
 Fisher–Yates) and places the cut with :func:`cut_position`; :meth:`Shoe.shuffle` does both at
-once, for tests and benchmarks. A shoe is rebuilt from a recorded order only when the ledger
-resumes a stored shoe or a replay re-deals recorded cards.
+once, for tests and benchmarks. A shoe is rebuilt from a recorded order when the ledger
+resumes a stored shoe; the round check re-deals a round's recorded cards without one
+(:mod:`ledger.engine.readjudicate`).
 """
 
 from __future__ import annotations
@@ -149,6 +150,6 @@ class Shoe:
         return self._order[position]
 
     def reveal(self) -> tuple[Card, ...]:
-        """The whole order (R-H2). The ledger reveals a retired shoe from its sealed order,
-        which the shoe's record keeps; this is the order a test or a replay dealt from."""
+        """The whole order, as tests read it. The ledger reveals a retired shoe (R-H2) from
+        its sealed order, which the shoe's record keeps."""
         return self._order
