@@ -1131,7 +1131,7 @@ class GameLedger(Application[UUID]):
             if record.retired:
                 raise ShoeKept(f"Shoe {shoe_id} is retired already ({record.retired_reason}).",
                                "R-H2")
-            if self._unopened(shoe_id) is None:
+            if self._unsealing(shoe_id, record.sealed_order) is None:
                 raise ShoeKept(f"The shoe key opens shoe {shoe_id}: it is not abandoned but "
                                "retires revealed, when its table closes or the next round "
                                "needs a new shoe.", "R-H2")
@@ -1148,6 +1148,10 @@ class GameLedger(Application[UUID]):
             if record.retired:  # retired since the query
                 return None
             sealed = record.sealed_order
+        return self._unsealing(shoe_id, sealed)
+
+    def _unsealing(self, shoe_id: UUID, sealed: str) -> str | None:
+        """Why the shoe key does not open the sealed order, if it does not."""
         try:
             self._sealer().open(shoe_id, sealed)
         except InvariantBroken as broken:
