@@ -940,6 +940,10 @@ def chain(expected_head: str | None, expected_at: int | None, start: int) -> Non
     could not be walked (the database does not answer, or holds no ledger, or Ctrl-C)."""
     if expected_at is not None and expected_head is None:
         raise click.UsageError("--expected-at names where --expected-head was taken: give both")
+    if expected_head is not None and expected_at is None and start:
+        raise click.UsageError("--expected-head without --expected-at is looked for from the "
+                               "first event: a walk --after a later one could not tell a head "
+                               "kept before it from an altered record; give --expected-at")
     with _database_ledger() as ledger:
         recorder = ledger.recorder
         if not isinstance(recorder, LedgerRecorder):
@@ -989,9 +993,8 @@ def chain(expected_head: str | None, expected_at: int | None, start: int) -> Non
     if altered:
         raise SystemExit(1)
     kept = "" if kept_head is None else (
-        f": the link at notification {kept_at} is the one kept outside" + (
-            "; the events after it were recorded since"
-            if kept_at != report.head_notification_id else ""))
+        f": the link at notification {kept_at} is the one kept outside (the record up to it "
+        "is as it was when the head was kept)")
     part = "" if start == 0 else (
         f" after notification {start} (the link stored there taken on trust: the events up to "
         "it were not checked)")

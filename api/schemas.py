@@ -473,8 +473,10 @@ class ChainQuerySchema(Schema):
     expected_at = QueryWholeNumber(
         validate=validate.Range(1, 2**63 - 1),
         metadata={"description": "The notification id the kept head was taken at. Without "
-                                 "it, the kept head must be the last link once the walk is "
-                                 "complete (nothing appended since)."})
+                                 "it, the walk looks for the kept head at every event "
+                                 "(kept_head_at): a walk that never carries it is a finding "
+                                 "(walk from after=0: a walk begun later may have begun "
+                                 "past it)."})
 
     @validates_schema
     def _kept_together(self, data: dict[str, Any], **_: Any) -> None:

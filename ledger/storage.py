@@ -975,7 +975,8 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
     ``expected_head`` is a link kept outside the database: the one of the event at
     notification ``expected_at``, which the link the walk carries there must then be, however
     many events came after it; without ``expected_at``, the link the walk carries at any event
-    (the first that carries it is ``kept_head_at``), or a finding once the walk is complete.
+    (the first that carries it is ``kept_head_at``), or a finding once the walk is complete
+    (a walk that did not begin at the first event may have begun past it).
     (Past an event that does not match, the walk carries the stored link: the kept head then
     still shows links rewritten since.) ``on_row`` is told each notification id checked.
     Walking the parts in order, each from where the last one stopped, checks the whole chain:
@@ -990,11 +991,12 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
                 if checked else [])
     pending = kept_at if kept_at is not None and kept_at > after else None
     # Without its notification id, the kept head is looked for at every link the walk
-    # carries: the record up to the first event that carries it is as it was when kept.
+    # carries: the record up to the first event that carries it is as it was when kept (the
+    # genesis link: the ledger was empty).
     sought = bytes.fromhex(expected_head) if expected_head is not None and kept_at is None \
         else None
     found_at = kept_at if checked and not findings else None
-    if sought is not None and after and previous == sought:  # the event this part starts at
+    if sought is not None and previous == sought:  # the link this part starts from
         sought, checked, found_at = None, True, after
     rows = 0
     last_id = after
@@ -1031,7 +1033,9 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
         elif sought is not None:
             findings.append(f"no link the walk carried is the head {expected_head} kept "
                             "outside: the record was altered since it was kept (or it was "
-                            "kept of another ledger, or before this walk's start)")
+                            "kept of another ledger" + ("" if from_start else ", or before "
+                            "the first part of this walk began, if it did not begin at the "
+                            "first event") + ")")
         checked = checked or kept_at is None or pending is not None
     return ChainReport(rows=rows, head=head, head_notification_id=last_id, findings=findings,
                        complete=reached_end, from_start=from_start,

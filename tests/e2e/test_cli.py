@@ -1168,7 +1168,7 @@ def test_replay_reads_the_database_directly(make_app, database, monkeypatch):
 
 @pytest.mark.parametrize(("gone", "kept_head", "status"), [
     ("stdout", None, CHAIN_NOT_WALKED_EXIT), ("stderr", None, CHAIN_NOT_WALKED_EXIT),
-    ("stdout", "0" * 64, 1)])
+    ("stdout", "f" * 64, 1)])
 def test_a_chain_walk_whose_reader_went_away_was_not_walked_unless_it_found_an_alteration(
         database, postgres_env, tmp_path, gone, kept_head, status):
     # It exited 1, which an alarm reads as an altered record, on an intact one; and 3 on an
@@ -1257,23 +1257,31 @@ def test_the_chain_command_walks_the_database_and_fails_on_another_head(
     assert result.stderr.splitlines()[-1] == (f"walking the chain: {head['notification_id']:,} "
                                               f"of {head['notification_id']:,} (100%)")
     assert f"up to notification {head['notification_id']}; head {head['head']}" in result.stdout
-    assert result.stdout.endswith(f"intact: the link at notification "
-                                  f"{head['notification_id']} is the one kept outside\n")
+    intact = (f"intact: the link at notification {head['notification_id']} is the one kept "
+              "outside (the record up to it is as it was when the head was kept)\n")
+    assert result.stdout.endswith(intact)
     # Events recorded since the head was kept are no alteration (they were called one).
     http.ok(http.post("/accounts", {"player": "late"}, role="cashier"), 201)
     later = CliRunner().invoke(main, ["chain", "--expected-head", head["head"]])
     assert later.exit_code == 0, later.output
-    assert later.stdout.endswith(f"intact: the link at notification {head['notification_id']} "
-                                 "is the one kept outside; the events after it were recorded "
-                                 "since\n")
+    assert later.stdout.endswith(intact)
     walked = http.ok(http.get("/audit/chain", role="auditor", expected_head=head["head"]))
     assert (walked["intact"], walked["kept_head_checked"], walked["kept_head_at"]) == (
         True, True, head["notification_id"])
-    other = "0" * 64
+    # The head of the empty ledger, as /audit/chain/head gave it, is the genesis link.
+    empty = CliRunner().invoke(main, ["chain", "--expected-head", "0" * 64])
+    assert empty.exit_code == 0, empty.output
+    assert empty.stdout.endswith("intact: the link at notification 0 is the one kept outside "
+                                 "(the record up to it is as it was when the head was kept)\n")
+    other = "f" * 64
     moved = CliRunner().invoke(main, ["chain", "--expected-head", other])
     assert moved.exit_code == 1
     assert f"BROKEN: no link the walk carried is the head {other} kept outside: the record " \
-           "was altered since it was kept" in moved.stdout
+           "was altered since it was kept (or it was kept of another ledger)" in moved.stdout
+    # Begun past the first event, a walk could not tell a head kept before it from none.
+    after = CliRunner().invoke(main, ["chain", "--expected-head", head["head"], "--after", "2"])
+    assert after.exit_code == 2
+    assert "give --expected-at" in after.output
     malformed = CliRunner().invoke(main, ["chain", "--expected-head", "abc"])
     assert malformed.exit_code == 2
     assert "64 lowercase hexadecimal digits" in malformed.output
