@@ -8,7 +8,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from ledger.aggregates.snapshot import LedgerSnapshot
-from ledger.rules import RuleSet
+from ledger.rules import ADDED_SETTINGS, RuleSet
 
 
 class Table(Aggregate):
@@ -102,9 +102,10 @@ class Table(Aggregate):
         return RuleSet.from_dict(self.rules)
 
     def summary(self) -> dict[str, Any]:
-        # The rules as this version reads them: a setting added since shows its default.
+        # The rules as recorded; a setting added since, its value as the rules played before
+        # it (not validated again: a read shows the record, whatever it holds).
         return {"id": str(self.id), "name": self.name, "currency": self.currency,
-                "open": self.open, "rules": self.rule_set().to_dict(),
+                "open": self.open, "rules": {**ADDED_SETTINGS, **self.rules},
                 "rules_hash": self.rules_hash, "limits": self.limits,
                 "shoe_id": str(self.shoe_id) if self.shoe_id else None, "rounds": self.round_count,
                 "current_round_id": str(self.round_id) if self.round_id else None,

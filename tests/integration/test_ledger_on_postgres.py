@@ -1122,6 +1122,21 @@ def edit_events(conn: psycopg.Connection[Any], table: str, topic: str,
                      (json.dumps(data).encode(), notification_id))
 
 
+def test_a_table_whose_recorded_rules_were_altered_shows_them_as_recorded(
+        ledgers: Callable[..., GameLedger], database: DatabaseSettings,
+        env: dict[str, str]) -> None:
+    # Its read answered 422 RuleSetInvalid, blaming a request that carried no input.
+    app = ledgers()
+    table = app.open_table("t", "boss", "T1", CASINO)
+
+    def nine_decks(data: dict[str, Any]) -> None:
+        data["rules"]["decks"] = 9
+
+    with behind_the_ledger(database, env) as (conn, events):
+        edit_events(conn, events, Table.Created.TOPIC, nine_decks)
+    assert ledgers().table(table)["rules"] == {**CASINO.to_dict(), "decks": 9}
+
+
 @pytest.mark.parametrize("altered", ["reveal", "draw", "stacked"])
 def test_a_shoe_altered_behind_the_ledger_fails_its_verification(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings,
