@@ -370,9 +370,9 @@ class RoundMachine:
 
     def _require_betting_change(self) -> None:
         if self._betting_changes_spent():
-            undealt = self._deal_refusal()
+            undealt, _ = self._deal_problem()
             then = ("no stake is left on it: a manager voids it" if not self.boxes else
-                    f"its stakes cannot be dealt ({undealt.rstrip('.')}): a manager voids it"
+                    f"its stakes cannot be dealt ({undealt}): a manager voids it"
                     if undealt else "deal it with the stakes in place, or a manager voids it")
             # A limit on requests (no rule of RULES.md states it): no rule cited.
             raise BetRefused(f"This round has taken {BETTING_CHANGES_MAX} stakes placed and "
@@ -394,37 +394,48 @@ class RoundMachine:
         return self._end()
 
     def _deal_refusal(self) -> str:
+        """Why the cards cannot be dealt now, and what is to be done ("" if they can)."""
+        problem, remedy = self._deal_problem()
+        if problem and remedy and self._betting_changes_spent():
+            # No stake can be placed or withdrawn: what would mend it cannot be done.
+            remedy = (f"this round has taken the {BETTING_CHANGES_MAX} stakes placed and "
+                      "withdrawn it takes at most, so a manager voids it")
+        return f"{problem}: {remedy}." if remedy else f"{problem}." if problem else ""
+
+    def _deal_problem(self) -> tuple[str, str]:
+        """Why the cards cannot be dealt ("" if they can), and the stakes that would mend it
+        ("" if none would)."""
         players = self.players()
         if not players:
-            return "No stake has been placed; there is nothing to deal."
+            return "No stake has been placed; there is nothing to deal", ""
         need = self.rules.min_boxes_lone_player
-        if len(players) == 1 and len(self.boxes) < need:
-            lim, alone = self.limits, f"{players[0]} is the only player, who must play at " \
-                f"least {need} boxes,"
-            if lim.boxes < need:  # told to do what the table cannot hold
-                # Opened so before tables were checked for it (R-C8, ``undealable``).
-                if undealable(self.rules, lim) is not None:
-                    return (f"{alone} at a table of one box that takes no second stake (its "
-                            f"maximum of {lim.table_max} against its minimum of "
-                            f"{lim.table_min}, or its rules): no round can be dealt under the "
-                            "limits this one started with; a manager voids it, and gives the "
-                            "table other limits or rules for the next.")
-                staked = sum(self.boxes[min(self.boxes)].initial.values())
-                if lim.boxes == 1 and lim.table_max - staked < lim.table_min:
-                    return (f"{alone} and this table has 1, whose maximum of {lim.table_max} "
-                            f"his stakes of {staked} leave no room for another player's "
-                            f"minimum of {lim.table_min}: he lowers them (withdraws and stakes "
-                            "again) before the cards are dealt.")
-                if not self._room_for_a_stake():
-                    return (f"{alone} and this table has {lim.boxes}, where his stakes leave no "
-                            "box another player may stake on (its bettors or its maximum): he "
-                            "withdraws one, so that another player can stake before the cards "
-                            "are dealt.")
-                return (f"{alone} and this table has {lim.boxes}: another player must stake "
-                        "before the cards are dealt.")
-            return (f"{players[0]} is the only player and must play at least {need} boxes "
-                    "before the cards are dealt.")
-        return ""
+        if len(players) != 1 or len(self.boxes) >= need:
+            return "", ""
+        lim, alone = self.limits, f"{players[0]} is the only player, who must play at " \
+            f"least {need} boxes,"
+        if lim.boxes >= need:
+            return (f"{players[0]} is the only player and must play at least {need} boxes",
+                    "he stakes on more before the cards are dealt")
+        # Told to do what the table cannot hold: opened so before tables were checked for it
+        # (R-C8, ``undealable``).
+        if undealable(self.rules, lim) is not None:
+            return (f"{alone} at a table of one box that takes no second stake (its maximum of "
+                    f"{lim.table_max} against its minimum of {lim.table_min}, or its rules): "
+                    "no round can be dealt under the limits this one started with; a manager "
+                    "voids it, and gives the table other limits or rules for the next"), ""
+        staked = sum(self.boxes[min(self.boxes)].initial.values())
+        if lim.boxes == 1 and lim.table_max - staked < lim.table_min:
+            return (f"{alone} and this table has 1, whose maximum of {lim.table_max} his "
+                    f"stakes of {staked} leave no room for another player's minimum of "
+                    f"{lim.table_min}",
+                    "he lowers them (withdraws and stakes again) before the cards are dealt")
+        if not self._room_for_a_stake():
+            return (f"{alone} and this table has {lim.boxes}, where his stakes leave no box "
+                    "another player may stake on (its bettors or its maximum)",
+                    "he withdraws one, so that another player can stake before the cards are "
+                    "dealt")
+        return (f"{alone} and this table has {lim.boxes}",
+                "another player must stake before the cards are dealt")
 
     def _room_for_a_stake(self) -> bool:
         """Whether some box takes another bettor's minimum stake (R-C8)."""

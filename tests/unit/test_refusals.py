@@ -965,7 +965,11 @@ def test_the_advice_at_the_cap_on_stakes_placed_and_withdrawn_is_advice_that_can
     r.bet("P1", 1).bet("P1", 2)
     refused(r, BetRefused, "", lambda: r.bet("P1", 3),
             match=r"its stakes cannot be dealt \(P1 is the only player and must play at least "
-                  r"3 boxes before the cards are dealt\): a manager voids it\.")
+                  r"3 boxes\): a manager voids it\.")
+    # And the deal's own refusal asks for no stake the round can no longer take.
+    refused(r, DealRefused, "R-C8", lambda: r.deal(),
+            match=r"must play at least 3 boxes: this round has taken the 200 stakes placed and "
+                  r"withdrawn it takes at most, so a manager voids it\. \(R-C8\)$")
 
 
 def test_a_ruling_names_only_events_the_round_has() -> None:
