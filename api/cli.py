@@ -881,9 +881,10 @@ def shoes_abandon(shoe_ids: tuple[UUID, ...], reason: str, actor: str) -> None:
     """List the live shoes the shoe key does not open; abandon those named (SHOE_IDS).
 
     An abandoned shoe is retired without its reveal: no card is dealt from it again, its
-    table's next round starts a new shoe, and a round in play on it waits for a manager to
-    void it. Its cards can never be checked against its commitment (unless the lost key is
-    found). The shoe key is read, or created, as `pitboss serve` does."""
+    table's next round starts a new shoe, and a round in play on it takes no more stakes or
+    decisions: a manager voids it, or, its dealer finished, the dealer settles it. Its cards
+    can never be checked against its commitment (unless the lost key is found). Run it with the
+    service stopped; the shoe key is read, or created, as `pitboss serve` does."""
     settings = _answering_database(existing=True)
     key_file = shoe_key_file(os.environ)
     new_key_file = not (os.environ.get("PITBOSS_SHOE_KEY", "").strip() or key_file.exists())
@@ -902,7 +903,7 @@ def shoes_abandon(shoe_ids: tuple[UUID, ...], reason: str, actor: str) -> None:
                        + (": name those to abandon" if unopened else ""))
             return
         refused = 0
-        for shoe_id in shoe_ids:
+        for shoe_id in dict.fromkeys(shoe_ids):  # each once, named twice or not
             try:
                 ledger.abandon_shoe(str(uuid.uuid4()), actor, shoe_id, reason)
             except LedgerError as exc:
@@ -911,8 +912,12 @@ def shoes_abandon(shoe_ids: tuple[UUID, ...], reason: str, actor: str) -> None:
                 continue
             round_id = next((s["round_id"] for s in unopened
                              if s["shoe_id"] == str(shoe_id)), None)
-            then = (f": a manager voids round {round_id} (POST /rounds/{round_id}/void)"
-                    if round_id else "")
+            then = ""
+            if round_id is not None:  # what finishes it now, as its round state offers
+                legal = {x["decision"] for x in ledger.round_state(UUID(round_id))["legal"]}
+                then = (f": the dealer settles round {round_id} (POST /rounds/{round_id}/settle)"
+                        if "settle" in legal else f": a manager voids round {round_id} (POST "
+                        f"/rounds/{round_id}/void)")
             click.echo(f"shoe {shoe_id} abandoned{then}")
         if refused:
             raise click.exceptions.Exit(1)

@@ -87,6 +87,9 @@ def sentence(event_type: str, data: Mapping[str, Any], split: Collection[int] = 
             return (f"round voided: {d['reason']} (released: {', '.join(back) or 'nothing'}"
                     + (f"; settled results undone: {', '.join(undone)}" if undone else "")
                     + ")")
+        case "ShoeAbandoned":
+            return (f"the round's shoe is abandoned ({d['reason']}): it takes no more stakes "
+                    "or decisions")
         case "RulingRecorded":
             moves = ", ".join(f"{p} {n:+d}" for p, n in sorted(d["adjustments"].items()))
             corrects = ", ".join(f"v{version}" for version in d["corrects"])

@@ -95,7 +95,8 @@ def load_shoe_key(environ: Mapping[str, str] = os.environ) -> bytes:
             f"no shoe key: {path} does not exist and an external database is configured. "
             "Set PITBOSS_SHOE_KEY or PITBOSS_SHOE_KEY_FILE to the key its shoes were sealed "
             "with, or PITBOSS_SHOE_KEY_CREATE=yes to create a new key (only for a new "
-            "database: shoes sealed with another key could not be dealt from)")
+            "database, or one whose key is lost: shoes sealed with another key cannot be dealt "
+            "from, and are abandoned with pitboss shoes abandon)")
     return _create(path)
 
 

@@ -1120,8 +1120,9 @@ class GameLedger(Application[UUID]):
 
     def abandon_shoe(self, request_id: str, actor: str, shoe_id: UUID, reason: str) -> None:
         """Retire a live shoe the shoe key does not open, unrevealed (its key lost): no card
-        is dealt from it again, and a round in play on it is left for a manager to void
-        (R-V1); the table's next round starts a new shoe. A shoe the key opens is refused
+        is dealt from it again; its table's round in play records it and takes no more stakes
+        or decisions, for a manager to void (R-V1), or, the dealer finished, to be settled;
+        the table's next round starts a new shoe. A shoe the key opens is refused
         (:class:`ShoeKept`): it retires as the rules say, revealed (R-H2)."""
         shoe_id = _uuid(shoe_id, "shoe")
         _check_reason(reason, "")
@@ -1135,9 +1136,22 @@ class GameLedger(Application[UUID]):
                 raise ShoeKept(f"The shoe key opens shoe {shoe_id}: it is not abandoned but "
                                "retires revealed, when its table closes or the next round "
                                "needs a new shoe.", "R-H2")
+            result: Result = {"shoe_id": str(shoe_id)}
+            touched: list[Aggregate] = [record]
+            table = self._get(Table, record.table_id, "table")
+            round_id = table.round_id if table.shoe_id == shoe_id else None
+            if round_id is not None:  # its round in play, if any, learns it takes no card
+                round_ = self._get(Round, round_id, "round", fresh=True)
+                if round_.machine.phase not in (SETTLED, VOIDED):
+                    produced = round_.act(actor, request_id, self._now(round_),
+                                          lambda m: m.abandon_shoe(reason))
+                    # As a play's receipt names them, for the round check to account for.
+                    result.update(round_id=str(round_id), version=round_.version,
+                                  facts=len(produced))
+                    touched.append(round_)
             record.trigger_event(ShoeRecord.Abandoned, reason=reason, actor=actor,
-                                 request_id=request_id, timestamp=self._now(record))
-            return {"shoe_id": str(shoe_id)}, [record]
+                                 request_id=request_id, timestamp=self._now(record, *touched[1:]))
+            return result, touched
 
         self._run(request_id, actor, "abandon_shoe",
                   {"shoe_id": str(shoe_id), "reason": reason}, body)
@@ -1569,15 +1583,17 @@ class _ShoeDraw:
 
     def peek(self, position: int) -> Card:
         """The face of a card this round was dealt face down, to turn it over."""
-        return self._loaded().dealt(position)
+        # Read from the store: a turn draws nothing, so no save of the shoe would fail on a
+        # copy behind it (its abandonment, its key lost, recorded by another process).
+        return self._loaded(as_stored=True).dealt(position)
 
-    def _loaded(self) -> Shoe:
+    def _loaded(self, *, as_stored: bool = False) -> Shoe:
         if self._shoe is None:
             # While its round is in play only that round draws from the shoe (R-H4): once the
             # round has dealt, a copy at the position after its last card is the shoe as it is.
             at = self._round.next_position
             record = self._ledger._get(ShoeRecord, self._round.shoe_id, "shoe", fresh=True,
-                                       exact=None if at is None else
+                                       exact=None if at is None or as_stored else
                                        lambda held: held.position == at)
             if record.abandoned:
                 raise DealRefused("The round's shoe was abandoned, the key that sealed it "

@@ -57,7 +57,8 @@ class ShoeSealer:
             plain = self._aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], shoe_id.bytes)
         except InvalidTag:
             raise InvariantBroken(f"the sealed order of shoe {shoe_id} does not open with this "
-                                  "key (wrong key, or the record was altered)") from None
+                                  "key (wrong key, or the record was altered; if the key that "
+                                  "sealed it is lost: pitboss shoes abandon)") from None
         data = json.loads(plain)
         return [Card(c) for c in data["order"]], bytes.fromhex(data["salt"])
 

@@ -216,6 +216,15 @@ class RoundVoided(Fact):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ShoeAbandoned(Fact):
+    """The round's shoe was abandoned, the key that sealed its order lost: no card can be
+    dealt from it. The round takes no more stakes or decisions: a manager voids it (R-V1), or,
+    once the dealer has finished, it is settled."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RulingRecorded(Fact):
     """R-V2: a manager's correction of a settled round, by compensating amounts."""
 

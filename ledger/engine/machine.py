@@ -176,6 +176,7 @@ class RoundMachine:
         self.results: dict[str, int] = {}  # bettor -> net result of settled stakes
         self.paid_back = 0  # released + won over settled stakes
         self.even_money_taken: set[tuple[str, int]] = set()  # (bettor, box) (R-C6)
+        self.shoe_lost: str | None = None  # why the round's shoe was abandoned, if it was
         self.house = 0  # lost - won over settled stakes
         self.dealer_result: f.DealerFinished | None = None
         self.void_reason = ""
@@ -283,6 +284,11 @@ class RoundMachine:
     def _require_phase(self, *phases: str,
                        refusal: type[DecisionRefused | BetRefused] = DecisionRefused) -> None:
         """Refuse a command of another phase (``refusal``: a stake's is a bet refused)."""
+        if self.shoe_lost is not None and self.phase in phases and phases in (
+                (BETTING,), (PLAYING,)):  # a stake, the deal, a player's or the dealer's play
+            raise DealRefused(f"The round's shoe was abandoned ({self.shoe_lost}): no card can "
+                              "be dealt from it, and the round takes no more stakes or "
+                              "decisions; a manager voids it.", "R-V1")
         if phases == (SETTLED,) and self.phase == VOIDED:  # a ruling
             raise RoundClosed("A ruling is recorded only on a settled round; this one was "
                               "voided, every stake returned.", "R-V2")
@@ -356,6 +362,8 @@ class RoundMachine:
     def to_finish(self) -> str:
         """What finishes the round from here (one still in play), as a refusal to go past it
         says."""
+        if self.shoe_lost is not None and self.phase in (BETTING, PLAYING):
+            return "a manager voids it (its shoe was abandoned)"
         if self.phase == BETTING:
             if undealable(self.rules, self.limits) is not None:
                 return ("a manager voids it (no round can be dealt under the limits it started "
@@ -614,6 +622,14 @@ class RoundMachine:
                                   "R-V1")
         self._begin()
         self._emit(self._void_fact(reason.strip()))
+        return self._end()
+
+    def abandon_shoe(self, reason: str) -> list[f.Fact]:
+        """The round's shoe is abandoned, its key lost: a round in play takes no more stakes
+        or decisions (:meth:`_require_phase`)."""
+        self._require_phase(BETTING, DEALING, PLAYING, SETTLING)
+        self._begin()
+        self._emit(f.ShoeAbandoned(reason=reason))
         return self._end()
 
     def record_ruling(self, reason: str, corrects: list[int],
@@ -1009,6 +1025,8 @@ class RoundMachine:
     def legal(self) -> list[Legal]:
         """Every decision somebody may make now, and by whom."""
         phase = self.phase
+        if self.shoe_lost is not None and phase in (BETTING, PLAYING):
+            return [Legal("void")]
         if phase == BETTING:
             out = [] if self._betting_changes_spent() else [Legal("place_stake"),
                                                              Legal("withdraw_stake")]
@@ -1053,6 +1071,9 @@ class RoundMachine:
         self._turn = False
         self.facts += 1
         _APPLY[type(fact)](self, fact)
+
+    def _on_shoe_abandoned(self, e: f.ShoeAbandoned) -> None:
+        self.shoe_lost = e.reason
 
     def _on_stake_placed(self, e: f.StakePlaced) -> None:
         b = self.boxes.get(e.box)
@@ -1345,6 +1366,7 @@ def _check_amount(amount: int, min_unit: int) -> None:
 
 
 _APPLY: dict[type, Callable[[RoundMachine, Any], None]] = {
+    f.ShoeAbandoned: RoundMachine._on_shoe_abandoned,
     f.StakePlaced: RoundMachine._on_stake_placed,
     f.StakeWithdrawn: RoundMachine._on_stake_withdrawn,
     f.BettingClosed: RoundMachine._on_betting_closed,

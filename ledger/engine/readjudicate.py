@@ -108,6 +108,8 @@ def command_for(fact: f.Fact, machine: RoundMachine) -> Command | None:
             return lambda m, d: m.settle()
         case f.RoundVoided(reason=r):
             return lambda m, d: m.void(r)
+        case f.ShoeAbandoned(reason=r):
+            return lambda m, d: m.abandon_shoe(r)
         case f.RulingRecorded(reason=r, corrects=c, adjustments=adj):
             return lambda m, d: m.record_ruling(r, list(c), dict(adj))
     return None

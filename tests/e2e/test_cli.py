@@ -717,7 +717,8 @@ def test_shoes_sealed_with_a_lost_key_are_abandoned_and_play_goes_on_under_a_new
     with pytest.raises(ShoeKeyError):  # nothing abandoned yet
         prepare_store(env, new)
 
-    abandoned = CliRunner().invoke(main, [*command, *map(str, lost_shoes)])
+    # Named twice, a shoe is abandoned once, and that is no failure.
+    abandoned = CliRunner().invoke(main, [*command, *map(str, lost_shoes), str(lost_shoes[1])])
     assert abandoned.exit_code == 0, abandoned.output
     assert abandoned.output.splitlines()[-2:] == [
         f"shoe {lost_shoes[0]} abandoned: a manager voids round {round_id} (POST "
@@ -731,10 +732,17 @@ def test_shoes_sealed_with_a_lost_key_are_abandoned_and_play_goes_on_under_a_new
 
     ledger = GameLedger(env=env, shoe_key=new)
     try:
-        with pytest.raises(DealRefused, match="abandoned, the key that sealed it lost") as no:
-            ledger.hit("h", "ann", round_id, "ann", 1, 0)
-        assert no.value.rule == "R-V1"
+        # The round records it, offers only its void, and takes no card or decision.
+        state = ledger.round_state(round_id)
+        assert [x["decision"] for x in state["legal"]] == ["void"]
+        assert ledger.round_events(round_id)[-1]["type"] == "ShoeAbandoned"
+        for decision in ("hit", "stand"):
+            with pytest.raises(DealRefused, match=r"The round's shoe was abandoned \(shoe key "
+                                                  r"lost\): .* a manager voids it") as no:
+                getattr(ledger, decision)(f"{decision}-1", "ann", round_id, "ann", 1, 0)
+            assert no.value.rule == "R-V1"
         ledger.void("v2", "boss", round_id, "its shoe was abandoned")
+        assert ledger.check_round(round_id) == []  # the abandonment replays as recorded
         assert ledger.balance("ann")["available"] == 1_000
         for table in (in_play, idle):
             fresh = ledger.start_round(f"again-{table}", "dealer", table)

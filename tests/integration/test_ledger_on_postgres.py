@@ -33,6 +33,7 @@ from ledger.aggregates.table import Table
 from ledger.application import GameLedger
 from ledger.errors import (
     Conflict,
+    DealRefused,
     InsufficientChips,
     InvariantBroken,
     NotFound,
@@ -40,7 +41,7 @@ from ledger.errors import (
     RequestIdReused,
     RuleSetInvalid,
 )
-from ledger.rules import CASINO, TableLimits, rules_hash
+from ledger.rules import CASINO, WILD21, TableLimits, rules_hash
 from ledger.sealing import ShoeSealer
 from ledger.shoe import commitment
 from ledger.storage import (
@@ -1120,6 +1121,55 @@ def edit_events(conn: psycopg.Connection[Any], table: str, topic: str,
         change(data)
         conn.execute(f"UPDATE {table} SET state = %s WHERE notification_id = %s",
                      (json.dumps(data).encode(), notification_id))
+
+
+def test_a_process_holding_a_shoe_abandoned_elsewhere_turns_no_hole_card_over(
+        ledgers: Callable[..., GameLedger]) -> None:
+    # wild21: turning the hole card over draws no card, so no save of the shoe failed on the
+    # copy a serving process held: the card was shown and the round settled on a shoe
+    # abandoned, its key lost, by the operator's command.
+    # P1 10,8 and P2 9,9 stand on 18; the dealer holds 10 face down and shows a 9.
+    serving = ledgers(randbelow=SteeredShuffle("TS 9H TD 8H 9C 9S"))
+    table = serving.open_table("t", "boss", "T1", WILD21)
+    for player in ("P1", "P2"):
+        serving.open_account(f"a-{player}", "cashier", player)
+        serving.buy_in(f"b-{player}", "cashier", player, 1000)
+    r = serving.start_round("s", "dealer", table)
+    serving.place_stake("p1", "dealer", r, "P1", 1, 100)
+    serving.place_stake("p2", "dealer", r, "P2", 2, 100)
+    serving.deal("d", "dealer", r)
+    serving.stand("s1", "P1", r, "P1", 1, 0)
+    serving.stand("s2", "P2", r, "P2", 2, 0)
+    shoe_id = UUID(serving.round_state(r)["shoe_id"])
+    ledgers(shoe_key=ShoeSealer.new_key()).abandon_shoe("ab", "night manager", shoe_id,
+                                                        "shoe key lost")
+    with pytest.raises(DealRefused, match="The round's shoe was abandoned") as refused:
+        serving.play_dealer("pd", "dealer", r)
+    assert refused.value.rule == "R-V1"
+    assert "HoleCardRevealed" not in [e["type"] for e in serving.round_events(r)]
+    assert serving.round_state(r)["dealer"]["cards"] == ["hidden", "9S"]
+    serving.void("v", "boss", r, "its shoe was abandoned")
+    assert serving.balance("P1")["available"] == serving.balance("P2")["available"] == 1000
+
+
+def test_a_round_whose_dealer_had_finished_settles_once_its_shoe_is_abandoned(
+        ledgers: Callable[..., GameLedger]) -> None:
+    # Voided, as the command advised for every round on such a shoe, it undid results the
+    # cards had already decided (R-X13).
+    app = ledgers(randbelow=SteeredShuffle("TS 9H 7D 8H 9C TD"))
+    table, r = open_round(app)  # dealt: P1 10,8 and P2 9,9 against a 7
+    app.stand("s1", "P1", r, "P1", 1, 0)
+    app.stand("s2", "P2", r, "P2", 2, 0)
+    app.play_dealer("pd", "dealer", r)  # the dealer draws a ten: 17
+    shoe_id = UUID(app.round_state(r)["shoe_id"])
+    ledgers(shoe_key=ShoeSealer.new_key()).abandon_shoe("ab", "night manager", shoe_id,
+                                                        "shoe key lost")
+    assert [x["decision"] for x in app.round_state(r)["legal"]] == ["settle", "void"]
+    app.settle("st", "dealer", r)
+    assert app.round_state(r)["results"] == {"P1": 10, "P2": 10}
+    assert app.check_round(r) == []
+    assert app.start_round("next", "dealer", table)  # on a new shoe
+    assert app.table(table)["shoe_id"] != str(shoe_id)
 
 
 def test_a_table_whose_recorded_rules_were_altered_shows_them_as_recorded(

@@ -206,6 +206,11 @@ def test_a_dealers_soft_total_says_so_as_a_players_does() -> None:
     assert frames[2]["state"]["dealer"]["soft"] is False  # no card yet
 
 
+def test_a_shoe_abandoned_under_a_round_reads_as_a_sentence() -> None:
+    assert sentence("ShoeAbandoned", {"reason": "shoe key lost"}) == (
+        "the round's shoe is abandoned (shoe key lost): it takes no more stakes or decisions")
+
+
 def test_the_dealers_end_reads_as_a_sentence() -> None:
     def finished(total: int, *, bust: bool = False, natural: bool = False) -> str:
         return sentence("DealerFinished", {"total": total, "bust": bust, "natural": natural,
