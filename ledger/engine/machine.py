@@ -423,7 +423,7 @@ class RoundMachine:
             f"least {need} boxes,"
         if lim.boxes >= need:
             return (f"{players[0]} is the only player and must play at least {need} boxes",
-                    "he stakes on more before the cards are dealt")
+                    "he stakes on more boxes before the cards are dealt")
         # Told to do what the table cannot hold: opened so before tables were checked for it
         # (R-C8, ``undealable``).
         if undealable(self.rules, lim) is not None:
