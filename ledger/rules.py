@@ -65,8 +65,14 @@ class RuleSet:
         _check_rules(self)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready content; ratios as two-element lists."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        """Plain JSON-ready content; ratios as two-element lists. A setting of
+        ``ADDED_SETTINGS`` at the value it was added with is left out: rules that do not use
+        it are recorded, and hashed, as they were before it existed."""
+        content = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        for name, value in ADDED_SETTINGS.items():
+            if content[name] == value:
+                del content[name]
+        return content
 
     @property
     def content_hash(self) -> str:
@@ -135,21 +141,18 @@ class TableLimits:
 
 
 # The settings added since the first version, each with the value that plays as the rules did
-# before it existed (as to_dict writes it: a ratio as a list): left out of a content hash at
-# that value, so that a rule set recorded before keeps its hash, and with it its name and
-# version (R-S1). A new setting goes here (README: Adding a rule setting).
+# before it existed (as to_dict writes it: a ratio as a list): left out of a rule set's content
+# at that value (RuleSet.to_dict), so that a rule set recorded before keeps its content and
+# hash, and with them its name and version (R-S1). A new setting goes here (README: Adding a
+# rule setting).
 ADDED_SETTINGS: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
 def rules_hash(content: Mapping[str, Any]) -> str:
     """SHA-256 (hex) of a rule set's content as JSON: sorted keys, no spaces, non-ASCII
-    escaped, less the settings of ``ADDED_SETTINGS`` at the value they were added with. Taken
-    over the content as recorded, a check of a round's rules does not depend on the settings
-    this version of the ledger knows."""
-    hashed = {k: v for k, v in content.items()
-              if k not in ADDED_SETTINGS or v != ADDED_SETTINGS[k]} \
-        if isinstance(content, Mapping) else content  # (a record altered: hashed as it is)
-    return hashlib.sha256(json.dumps(hashed, sort_keys=True, separators=(",", ":")).encode()
+    escaped. Taken over the content as recorded, a check of a round's rules does not depend on
+    the settings this version of the ledger knows."""
+    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
                           ).hexdigest()
 
 

@@ -308,6 +308,7 @@ def test_a_setting_added_later_keeps_the_hash_of_rules_recorded_before_it(monkey
     del recorded_before["min_boxes_lone_player"]  # as if it were the setting added
     before = rules_hash(recorded_before)
     monkeypatch.setattr("ledger.rules.ADDED_SETTINGS", {"min_boxes_lone_player": 2})
+    assert CASINO.to_dict() == recorded_before  # recorded as it was, and hashed so
     assert CASINO.content_hash == rules_hash(CASINO.to_dict()) == before
     assert RuleSet.from_dict(recorded_before).content_hash == before
     assert CASINO.evolve(min_boxes_lone_player=1).content_hash != before
