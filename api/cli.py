@@ -980,6 +980,13 @@ def chain(expected_head: str | None, expected_at: int | None, start: int) -> Non
                         kept_at = report.kept_head_at
                         expected_head = expected_at = None  # compared: later parts lie past it
                     after = report.next_after
+                if expected_head is not None and expected_at is None:  # looked for from the
+                    # first event, part after part, and never found
+                    altered += 1
+                    click.get_current_context().meta[CHAIN_ALTERED] = True
+                    click.echo(f"BROKEN: no link the walk carried is the head {expected_head} "
+                               "kept outside: the record was altered since it was kept (or it "
+                               "was kept of another ledger)")
             except QueryRefused as refused:
                 raise click.UsageError(str(refused)) from None
             except KeyboardInterrupt:
@@ -998,8 +1005,9 @@ def chain(expected_head: str | None, expected_at: int | None, start: int) -> Non
     if altered:
         raise SystemExit(1)
     kept = "" if kept_head is None else (
-        f": the link at notification {kept_at} is the one kept outside (the record up to it "
-        "is as it was when the head was kept)")
+        f": the link at notification {kept_at} is the one kept outside (the record up to it"
+        + ("" if start == 0 else f", from notification {start} on,")
+        + " is as it was when the head was kept)")
     part = "" if start == 0 else (
         f" after notification {start} (the link stored there taken on trust: the events up to "
         "it were not checked)")

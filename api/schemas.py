@@ -474,9 +474,10 @@ class ChainQuerySchema(Schema):
         validate=validate.Range(1, 2**63 - 1),
         metadata={"description": "The notification id the kept head was taken at. Without "
                                  "it, the walk looks for the kept head at every event "
-                                 "(kept_head_at): a walk that never carries it is a finding "
-                                 "(walk from after=0: a walk begun later may have begun "
-                                 "past it)."})
+                                 "(kept_head_at): a walk from after=0 that never carries it "
+                                 "is a finding; a later part that does not carry it leaves "
+                                 "kept_head_checked false (a walk in parts that never found "
+                                 "it by its last part has found an alteration)."})
 
     @validates_schema
     def _kept_together(self, data: dict[str, Any], **_: Any) -> None:
@@ -811,8 +812,10 @@ class ChainReportSchema(Out):
         "description": "Pass as after= for the next part; null once complete."})
     kept_head_at = fields.Integer(required=True, allow_none=True, metadata={
         "description": "The notification id whose link is expected_head: expected_at, or, "
-                       "without it, the first event the walk found carrying it (the record up "
-                       "to it is as it was when the head was kept). Null if not (yet) found."})
+                       "without it, the first event the walk found carrying it. The record up "
+                       "to it is as it was when the head was kept, from where the walk began "
+                       "(from the first event if from_start; else the link stored where it "
+                       "began taken on trust). Null if not (yet) found."})
     kept_head_checked = fields.Boolean(required=True, metadata={
         "description": "Whether this part compared expected_head (or found its event "
                        "missing): false when it stopped before expected_at; go on from "

@@ -975,8 +975,8 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
     ``expected_head`` is a link kept outside the database: the one of the event at
     notification ``expected_at``, which the link the walk carries there must then be, however
     many events came after it; without ``expected_at``, the link the walk carries at any event
-    (the first that carries it is ``kept_head_at``), or a finding once the walk is complete
-    (a walk that did not begin at the first event may have begun past it).
+    (the first that carries it is ``kept_head_at``), or a finding once a walk from the first
+    event is complete; a part begun later that never carries it leaves it unchecked.
     (Past an event that does not match, the walk carries the stored link: the kept head then
     still shows links rewritten since.) ``on_row`` is told each notification id checked.
     Walking the parts in order, each from where the last one stopped, checks the whole chain:
@@ -1030,13 +1030,14 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
     if reached_end and expected_head is not None:
         if pending is not None:  # the walk ended before the kept head's notification id
             findings += _kept_head_findings(pending, last_id, head, expected_head)
-        elif sought is not None:
+        elif sought is not None and from_start:
             findings.append(f"no link the walk carried is the head {expected_head} kept "
                             "outside: the record was altered since it was kept (or it was "
-                            "kept of another ledger" + ("" if from_start else ", or before "
-                            "the first part of this walk began, if it did not begin at the "
-                            "first event") + ")")
-        checked = checked or kept_at is None or pending is not None
+                            "kept of another ledger)")
+        # A part begun past the first event may have begun past the kept head: not finding
+        # it there is not checking it (a walker that never found it from the first event on
+        # has found an alteration).
+        checked = checked or (kept_at is None and from_start) or pending is not None
     return ChainReport(rows=rows, head=head, head_notification_id=last_id, findings=findings,
                        complete=reached_end, from_start=from_start,
                        kept_head_checked=expected_head is not None and checked,

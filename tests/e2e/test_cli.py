@@ -1282,10 +1282,21 @@ def test_the_chain_command_walks_the_database_and_fails_on_another_head(
     assert empty.stdout.endswith("intact: the link at notification 0 is the one kept outside "
                                  "(the record up to it is as it was when the head was kept)\n")
     other = "f" * 64
-    moved = CliRunner().invoke(main, ["chain", "--expected-head", other])
-    assert moved.exit_code == 1
-    assert f"BROKEN: no link the walk carried is the head {other} kept outside: the record " \
-           "was altered since it was kept (or it was kept of another ledger)" in moved.stdout
+    for part_rows in (10_000, 2):  # in one part, and in parts none of which found it
+        monkeypatch.setattr("api.cli.CHAIN_PART_ROWS", part_rows)
+        moved = CliRunner().invoke(main, ["chain", "--expected-head", other])
+        assert moved.exit_code == 1
+        assert f"BROKEN: no link the walk carried is the head {other} kept outside: the " \
+               "record was altered since it was kept (or it was kept of another ledger)" \
+               in moved.stdout
+    # Over the API, a part begun past the first event that does not carry it says nothing of
+    # it: an earlier part may have, and a walk passing it on called that an alteration.
+    now = http.ok(http.get("/audit/chain/head", role="auditor"))["notification_id"]
+    assert now > head["notification_id"]
+    part = http.ok(http.get("/audit/chain", role="auditor", expected_head=head["head"],
+                            after=now))
+    assert (part["intact"], part["kept_head_checked"], part["kept_head_at"]) == (
+        True, False, None)
     # Begun past the first event, a walk could not tell a head kept before it from none.
     after = CliRunner().invoke(main, ["chain", "--expected-head", head["head"], "--after", "2"])
     assert after.exit_code == 2
