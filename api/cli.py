@@ -916,8 +916,11 @@ def shoes_abandon(shoe_ids: tuple[UUID, ...], reason: str, actor: str) -> None:
             if round_id is not None:  # what finishes it now, as its round state offers
                 legal = {x["decision"] for x in ledger.round_state(UUID(round_id))["legal"]}
                 then = (f": the dealer settles round {round_id} (POST /rounds/{round_id}/settle)"
-                        if "settle" in legal else f": a manager voids round {round_id} (POST "
-                        f"/rounds/{round_id}/void)")
+                        if "settle" in legal else
+                        f": the dealer plays round {round_id} out, needing no card, and settles "
+                        f"it (POST /rounds/{round_id}/dealer, then /settle)"
+                        if "play_dealer" in legal else f": a manager voids round {round_id} "
+                        f"(POST /rounds/{round_id}/void)")
             click.echo(f"shoe {shoe_id} abandoned{then}")
         if refused:
             raise click.exceptions.Exit(1)

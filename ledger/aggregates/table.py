@@ -8,6 +8,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from ledger.aggregates.snapshot import LedgerSnapshot
+from ledger.errors import InvariantBroken, RuleSetInvalid
 from ledger.rules import ADDED_SETTINGS, RuleSet
 
 
@@ -99,7 +100,13 @@ class Table(Aggregate):
         self.round_count = 0
 
     def rule_set(self) -> RuleSet:
-        return RuleSet.from_dict(self.rules)
+        """The rules in force, as recorded; a record that is no rule set was altered (it is
+        not the request's fault: no 422 names a field the request did not carry)."""
+        try:
+            return RuleSet.from_dict(self.rules)
+        except (RuleSetInvalid, TypeError, AttributeError) as invalid:
+            raise InvariantBroken(f"table {self.name}'s recorded rules do not read as a rule "
+                                  f"set ({invalid}): the record was altered") from None
 
     def summary(self) -> dict[str, Any]:
         # The rules as recorded; a setting added since, its value as the rules played before

@@ -12,6 +12,7 @@ so the machine never touches randomness or I/O.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 from math import gcd
 from typing import Any, NamedTuple
@@ -282,13 +283,21 @@ class RoundMachine:
         return out
 
     def _require_phase(self, *phases: str,
-                       refusal: type[DecisionRefused | BetRefused] = DecisionRefused) -> None:
-        """Refuse a command of another phase (``refusal``: a stake's is a bet refused)."""
-        if self.shoe_lost is not None and self.phase in phases and phases in (
-                (BETTING,), (PLAYING,)):  # a stake, the deal, a player's or the dealer's play
+                       refusal: type[DecisionRefused | BetRefused] = DecisionRefused,
+                       dealer: bool = False) -> None:
+        """Refuse a command of another phase (``refusal``: a stake's is a bet refused). On a
+        round whose shoe was abandoned, a stake, the deal or a player's play too; the dealer's
+        play (``dealer``) only if it needs a card (refused as it asks for one)."""
+        if self.shoe_lost is not None and self.phase in (BETTING, PLAYING) \
+                and len(phases) == 1:  # (not a void)
+            out = self._dealer_plays_without_a_card()
+            if dealer and out:
+                return
+            then = ("the dealer plays it out, needing no card, and settles it, or a manager "
+                    "voids it" if out else "a manager voids it")
             raise DealRefused(f"The round's shoe was abandoned ({self.shoe_lost}): no card can "
                               "be dealt from it, and the round takes no more stakes or "
-                              "decisions; a manager voids it.", "R-V1")
+                              f"decisions; {then}.", "R-V1")
         if phases == (SETTLED,) and self.phase == VOIDED:  # a ruling
             raise RoundClosed("A ruling is recorded only on a settled round; this one was "
                               "voided, every stake returned.", "R-V2")
@@ -363,14 +372,17 @@ class RoundMachine:
         """What finishes the round from here (one still in play), as a refusal to go past it
         says."""
         if self.shoe_lost is not None and self.phase in (BETTING, PLAYING):
-            return "a manager voids it (its shoe was abandoned)"
+            return ("the dealer plays and settles it (no card is needed), or a manager voids it"
+                    if self._dealer_plays_without_a_card() else
+                    "a manager voids it (its shoe was abandoned)")
         if self.phase == BETTING:
             if undealable(self.rules, self.limits) is not None:
                 return ("a manager voids it (no round can be dealt under the limits it started "
                         "with)")
             if self._betting_changes_spent() and (not self.boxes or self._deal_refusal()):
                 return ("a manager voids it (it takes no more stakes placed or withdrawn, and "
-                        "has none to deal)")
+                        + ("has none to deal)" if not self.boxes else
+                           "cannot deal those it holds)"))
             return "the dealer deals it once stakes are in place, or a manager voids it"
         return {DEALING: "the dealer deals it", PLAYING: "its hands are played, then the "
                 "dealer plays and settles it", SETTLING: "the dealer settles it"}.get(
@@ -415,7 +427,8 @@ class RoundMachine:
         ("" if none would)."""
         players = self.players()
         if not players:
-            return "No stake has been placed; there is nothing to deal", ""
+            return ("No stake is on any box; there is nothing to deal",
+                    "stakes are placed before the cards are dealt")
         need = self.rules.min_boxes_lone_player
         if len(players) != 1 or len(self.boxes) >= need:
             return "", ""
@@ -444,6 +457,27 @@ class RoundMachine:
                     "dealt")
         return (f"{alone} and this table has {lim.boxes}",
                 "another player must stake before the cards are dealt")
+
+    def _dealer_plays_without_a_card(self) -> bool:
+        """Whether the dealer's play may come now and would neither draw a card nor turn one
+        over (every hand decided before: bust, say), tried on a copy (R-G8)."""
+        if self.phase != PLAYING or self.pending is not None or self.turn() is not None:
+            return False
+        trial = copy.deepcopy(self)
+        trial._sink = trial.apply  # its facts are the copy's alone, whoever records this one's
+        trial.shoe_lost = None  # played as if the shoe were there, each card refused
+
+        def no_card() -> tuple[Card, int]:
+            raise _CardNeeded
+
+        def no_face(_: int) -> Card:
+            raise _CardNeeded
+
+        try:
+            trial.play_dealer(no_card, no_face)
+        except _CardNeeded:
+            return False
+        return True
 
     def _room_for_a_stake(self) -> bool:
         """Whether some box takes another bettor's minimum stake (R-C8)."""
@@ -590,7 +624,7 @@ class RoundMachine:
         """The dealer's play by the rule set's policy (R-G8, R-X2, R-W5, R-W6); ``peek``
         gives the face of the hole card, dealt face down (R-S2, ``wild21``), to turn it
         over."""
-        self._require_phase(PLAYING)
+        self._require_phase(PLAYING, dealer=True)
         if self.pending is not None:
             raise NotYourTurn(f"{self.pending.bettors[0]} must answer the owner's "
                               f"{self.pending.kind} first.", "R-X9")
@@ -1026,7 +1060,8 @@ class RoundMachine:
         """Every decision somebody may make now, and by whom."""
         phase = self.phase
         if self.shoe_lost is not None and phase in (BETTING, PLAYING):
-            return [Legal("void")]
+            return [*([Legal("play_dealer")] if self._dealer_plays_without_a_card() else []),
+                    Legal("void")]
         if phase == BETTING:
             out = [] if self._betting_changes_spent() else [Legal("place_stake"),
                                                              Legal("withdraw_stake")]
@@ -1281,7 +1316,9 @@ class RoundMachine:
             } for h in b.order]
             boxes.append({"box": number, "owner": b.owner, "bettors": list(b.bettors),
                           "stakes": dict(b.initial), "hands": hands})
-        t = self.turn()
+        # A round whose shoe was abandoned waits for nobody's play (``legal``).
+        t = self.turn() if self.shoe_lost is None else None
+        pending = self.pending if self.shoe_lost is None else None
         shown = [Card(c) for c in dealer if c != "hidden"]
         total, soft = hand_total(shown) if shown else (0, False)
         return {
@@ -1289,10 +1326,9 @@ class RoundMachine:
             "boxes": boxes,
             "dealer": {"cards": dealer, "total": total, "soft": soft},
             "turn": {"box": t[0], "hand": t[1]} if t else None,
-            "pending": ({"kind": self.pending.kind, "box": self.pending.box,
-                         "hand": self.pending.hand, "bettors": list(self.pending.bettors)}
-                        if self.pending else None),
-            "window_open": self.window_open,
+            "pending": ({"kind": pending.kind, "box": pending.box, "hand": pending.hand,
+                         "bettors": list(pending.bettors)} if pending else None),
+            "window_open": self.window_open and self.shoe_lost is None,
             "insurance": dict(self.insurance),
             "staked": self.staked,
             "results": dict(self.results),
@@ -1363,6 +1399,10 @@ def _check_amount(amount: int, min_unit: int) -> None:
         raise BetRefused(f"An amount must be a multiple of the minimum unit {min_unit}.", "R-M2")
     if amount > AMOUNT_MAX:
         raise BetRefused(f"An amount is at most {AMOUNT_MAX} minor units.", "R-M1")
+
+
+class _CardNeeded(Exception):
+    """A trial of the dealer's play asked for a card (:meth:`_dealer_plays_without_a_card`)."""
 
 
 _APPLY: dict[type, Callable[[RoundMachine, Any], None]] = {

@@ -1172,6 +1172,24 @@ def test_a_round_whose_dealer_had_finished_settles_once_its_shoe_is_abandoned(
     assert app.table(table)["shoe_id"] != str(shoe_id)
 
 
+def test_a_round_whose_hands_all_bust_is_played_out_without_a_card_once_its_shoe_is_abandoned(
+        ledgers: Callable[..., GameLedger]) -> None:
+    # The dealer's play, which draws nothing when no stake waits on it (R-G8), was refused,
+    # and the void it left returned stakes already lost (R-G3).
+    app = ledgers(randbelow=SteeredShuffle("TS 9H 7D 5C 4D KS KH"))
+    _, r = open_round(app)  # dealt: P1 10,5 and P2 9,4 against a 7
+    app.hit("h1", "P1", r, "P1", 1, 0)  # a king: 25
+    app.hit("h2", "P2", r, "P2", 2, 0)  # a king: 23
+    shoe_id = UUID(app.round_state(r)["shoe_id"])
+    ledgers(shoe_key=ShoeSealer.new_key()).abandon_shoe("ab", "night manager", shoe_id,
+                                                        "shoe key lost")
+    assert [x["decision"] for x in app.round_state(r)["legal"]] == ["play_dealer", "void"]
+    app.play_dealer("pd", "dealer", r)
+    app.settle("st", "dealer", r)
+    assert app.round_state(r)["results"] == {"P1": -10, "P2": -10}
+    assert app.check_round(r) == []
+
+
 def test_a_table_whose_recorded_rules_were_altered_shows_them_as_recorded(
         ledgers: Callable[..., GameLedger], database: DatabaseSettings,
         env: dict[str, str]) -> None:
@@ -1185,6 +1203,10 @@ def test_a_table_whose_recorded_rules_were_altered_shows_them_as_recorded(
     with behind_the_ledger(database, env) as (conn, events):
         edit_events(conn, events, Table.Created.TOPIC, nine_decks)
     assert ledgers().table(table)["rules"] == {**CASINO.to_dict(), "decks": 9}
+    # And a round there is no RuleSetInvalid naming a field the request did not carry.
+    with pytest.raises(InvariantBroken, match=r"table T1's recorded rules do not read as a "
+                                              r"rule set .*: the record was altered"):
+        ledgers().start_round("s", "dealer", table)
 
 
 @pytest.mark.parametrize("altered", ["reveal", "draw", "stacked"])

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ledger.engine import facts as f
-from ledger.engine.machine import BETTING_CHANGES_MAX, RULINGS_MAX, RoundMachine
+from ledger.engine.machine import BETTING_CHANGES_MAX, RULINGS_MAX, Legal, RoundMachine
 from ledger.engine.readjudicate import readjudicate
 from ledger.errors import (
     BetRefused,
@@ -857,6 +857,32 @@ def test_a_ruling_on_a_voided_round_is_refused_as_rulings_are_on_settled_rounds_
     r = voided_round()
     refused(r, RoundClosed, "R-V2", lambda: r.m.record_ruling("misdeal", [3], {"P1": 10}),
             match="A ruling is recorded only on a settled round; this one was voided")
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "void"])
+def test_a_round_whose_shoe_was_abandoned_takes_nothing_but_its_void(command: str) -> None:
+    # Its view said box 1 was to act, and settle's refusal sent the dealer to a play refused.
+    r = two_boxes("8S 9H 7D 8H 9C TD")  # P1 8,8 and P2 9,9 against a 7: P1 to act
+    r._log(r.m.abandon_shoe("shoe key lost"))
+    view = r.m.view()
+    assert (view["turn"], view["pending"], view["window_open"]) == (None, None, False)
+    assert r.m.legal() == [Legal("void")]
+    assert r.m.to_finish() == "a manager voids it (its shoe was abandoned)"
+    refused(r, DealRefused, "R-V1", commands(r)[command],
+            match=r"^The round's shoe was abandoned \(shoe key lost\): no card can be dealt "
+                  r"from it, and the round takes no more stakes or decisions; a manager voids "
+                  r"it\.")
+
+
+def test_a_round_at_the_cap_with_every_stake_withdrawn_is_told_a_manager_voids_it() -> None:
+    # "No stake has been placed": a hundred had, and were withdrawn, at the cap.
+    r = Watched(CASINO, "TS 9H 7D 6S 9C TD")
+    while r.m.facts < BETTING_CHANGES_MAX:
+        r.bet("P1", 1)
+        r.m.withdraw_stake("P1", 1)
+    refused(r, DealRefused, "R-C8", lambda: r.deal(),
+            match=r"^No stake is on any box; there is nothing to deal: this round has taken "
+                  r"the 200 stakes placed and withdrawn it takes at most, so a manager voids it")
 
 
 def test_voiding_a_settled_round_is_refused_pointing_to_a_ruling() -> None:
