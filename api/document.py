@@ -23,7 +23,8 @@ from api.problems import PROBLEM_JSON, ProblemSchema
 # digests, api/app.py), so a CDN or a mirror serving other script cannot run it on the page
 # where a key is typed.
 SWAGGER_UI_CDN = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5.35.0/"
-_MIRROR = re.compile(r"(?:https?://[^/\s\"'<>`]+)?/(?!/)[^\s\"'<>`?#]*")
+_MIRROR = re.compile(r"https?://[^/\s\"'<>`?#]+(?:/(?!/)[^\s\"'<>`?#]*)?"
+                     r"|/(?!/)[^\s\"'<>`?#]*")
 
 
 def swagger_ui_url(environ: Mapping[str, str]) -> str:

@@ -230,7 +230,8 @@ def test_a_generated_client_gets_names_roles_and_types_it_can_use() -> None:
 @pytest.mark.parametrize(("mirror", "base"), [
     ("/swagger-ui", "/swagger-ui/"),
     ("https://docs.casino.example/swagger-ui-dist@5.35.0/",
-     "https://docs.casino.example/swagger-ui-dist@5.35.0/")])
+     "https://docs.casino.example/swagger-ui-dist@5.35.0/"),
+    ("http://mirror.casino.example:8080", "http://mirror.casino.example:8080/")])
 def test_the_docs_page_loads_the_same_swagger_ui_files_from_a_mirror(monkeypatch, mirror,
                                                                      base) -> None:
     # On a casino's network without the internet, /docs loaded nothing from the CDN.
