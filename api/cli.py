@@ -74,6 +74,7 @@ from ledger.storage import (
     LedgerRecorder,
     chain_head,
     chain_start,
+    kept_head_unfound,
     verify_chain,
 )
 from projections.engine import NAMES, ahead_of_the_log
@@ -299,8 +300,7 @@ def prepare_service() -> tuple[DatabaseSettings, int]:
     create the tables concurrently. A bare gunicorn start does it in the ``on_starting`` hook
     of deploy/gunicorn.conf.py.
     """
-    key_file = shoe_key_file(os.environ)
-    new_key_file = not (os.environ.get("PITBOSS_SHOE_KEY", "").strip() or key_file.exists())
+    key_file, new_key_file = _shoe_key_file()
     try:
         swagger_ui_url(os.environ)  # read by each worker: refused here, not by each
     except ValueError as exc:
@@ -326,6 +326,12 @@ def prepare_service() -> tuple[DatabaseSettings, int]:
                                    "shows whether it was altered once stored") from exc
     os.environ["PITBOSS_CREATE_TABLES"] = "no"
     return settings, head
+
+
+def _shoe_key_file() -> tuple[Path, bool]:
+    """The shoe key file, and whether reading the key will make it (no key given, no file)."""
+    key_file = shoe_key_file(os.environ)
+    return key_file, not (os.environ.get("PITBOSS_SHOE_KEY", "").strip() or key_file.exists())
 
 
 def _check_serving(host: str, port: int) -> str:
@@ -886,8 +892,7 @@ def shoes_abandon(shoe_ids: tuple[UUID, ...], reason: str, actor: str) -> None:
     can never be checked against its commitment (unless the lost key is found). Run it with the
     service stopped; the shoe key is read, or created, as `pitboss serve` does."""
     settings = _answering_database(existing=True)
-    key_file = shoe_key_file(os.environ)
-    new_key_file = not (os.environ.get("PITBOSS_SHOE_KEY", "").strip() or key_file.exists())
+    key_file, new_key_file = _shoe_key_file()
     with _database_ledger(settings, shoe_key=load_shoe_key(os.environ)) as ledger:
         if new_key_file and key_file.exists():
             click.echo(f"a new shoe key was created in {key_file}: keep it with the database")
@@ -987,9 +992,7 @@ def chain(expected_head: str | None, expected_at: int | None, start: int) -> Non
                     # first event, part after part, and never found
                     altered += 1
                     click.get_current_context().meta[CHAIN_ALTERED] = True
-                    click.echo(f"BROKEN: no link the walk carried is the head {expected_head} "
-                               "kept outside: the record was altered since it was kept (or it "
-                               "was kept of another ledger)")
+                    click.echo(f"BROKEN: {kept_head_unfound(expected_head)}")
             except QueryRefused as refused:
                 raise click.UsageError(str(refused)) from None
             except KeyboardInterrupt:

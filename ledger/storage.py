@@ -1031,9 +1031,7 @@ def verify_chain(recorder: LedgerRecorder, *, after: int = 0, limit: int | None 
         if pending is not None:  # the walk ended before the kept head's notification id
             findings += _kept_head_findings(pending, last_id, head, expected_head)
         elif sought is not None and from_start:
-            findings.append(f"no link the walk carried is the head {expected_head} kept "
-                            "outside: the record was altered since it was kept (or it was "
-                            "kept of another ledger)")
+            findings.append(kept_head_unfound(expected_head))
         # A part begun past the first event may have begun past the kept head: not finding
         # it there is not checking it (a walker that never found it from the first event on
         # has found an alteration).
@@ -1114,6 +1112,12 @@ def _inserting(recorder: LedgerRecorder) -> list[tuple[str, bool]]:
 # pg_trigger.tgtype bits: the statements a trigger fires on.
 _ON_UPDATE_DELETE = 8 | 16
 _ON_TRUNCATE = 32
+
+
+def kept_head_unfound(kept: str) -> str:
+    """The finding of a walk from the first event to the last that never carried ``kept``."""
+    return (f"no link the walk carried is the head {kept} kept outside: the record was altered "
+            "since it was kept (or it was kept of another ledger)")
 
 
 def _kept_head_findings(at: int, reached: int, carried: str, kept: str | None) -> list[str]:
