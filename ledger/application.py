@@ -1583,17 +1583,15 @@ class _ShoeDraw:
 
     def peek(self, position: int) -> Card:
         """The face of a card this round was dealt face down, to turn it over."""
-        # Read from the store: a turn draws nothing, so no save of the shoe would fail on a
-        # copy behind it (its abandonment, its key lost, recorded by another process).
-        return self._loaded(as_stored=True).dealt(position)
+        return self._loaded().dealt(position)
 
-    def _loaded(self, *, as_stored: bool = False) -> Shoe:
+    def _loaded(self) -> Shoe:
         if self._shoe is None:
             # While its round is in play only that round draws from the shoe (R-H4): once the
             # round has dealt, a copy at the position after its last card is the shoe as it is.
             at = self._round.next_position
             record = self._ledger._get(ShoeRecord, self._round.shoe_id, "shoe", fresh=True,
-                                       exact=None if at is None or as_stored else
+                                       exact=None if at is None else
                                        lambda held: held.position == at)
             if record.abandoned:
                 raise DealRefused("The round's shoe was abandoned, the key that sealed it "

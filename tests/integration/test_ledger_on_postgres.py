@@ -40,6 +40,7 @@ from ledger.errors import (
     QueryRefused,
     RequestIdReused,
     RuleSetInvalid,
+    StaleVersion,
 )
 from ledger.rules import CASINO, WILD21, TableLimits, rules_hash
 from ledger.sealing import ShoeSealer
@@ -1140,9 +1141,14 @@ def test_a_process_holding_a_shoe_abandoned_elsewhere_turns_no_hole_card_over(
     serving.deal("d", "dealer", r)
     serving.stand("s1", "P1", r, "P1", 1, 0)
     serving.stand("s2", "P2", r, "P2", 2, 0)
-    shoe_id = UUID(serving.round_state(r)["shoe_id"])
+    state = serving.round_state(r)
+    shoe_id = UUID(state["shoe_id"])
     ledgers(shoe_key=ShoeSealer.new_key()).abandon_shoe("ab", "night manager", shoe_id,
                                                         "shoe key lost")
+    # Named, the version it was shown lets the process trust its copy of the round: the save
+    # fails on the abandonment the round recorded, and nothing is turned over.
+    with pytest.raises(StaleVersion):
+        serving.play_dealer("pd0", "dealer", r, expected=state["version"])
     with pytest.raises(DealRefused, match="The round's shoe was abandoned") as refused:
         serving.play_dealer("pd", "dealer", r)
     assert refused.value.rule == "R-V1"
