@@ -1107,10 +1107,11 @@ class GameLedger(Application[UUID]):
             return []  # in memory: every shoe was sealed by this very ledger
         found = []
         for shoe_id in without_ending(recorder, ShoeRecord.Created.TOPIC, SHOE_ENDINGS):
-            why = self._unopened(shoe_id)
+            record = self._recorded_shoe(shoe_id)  # read once, as the audit reads it
+            why = None if record.retired else self._unsealing(shoe_id, record.sealed_order)
             if why is not None:
-                shoe = self.shoe(shoe_id)
-                table = self.table(UUID(shoe["table_id"]))
+                shoe = record.public()
+                table = self.table(record.table_id)
                 in_play = table["current_round_id"] if table["shoe_id"] == str(shoe_id) else None
                 if in_play is not None and self.round_state(UUID(in_play))["phase"] in (
                         SETTLED, VOIDED):
